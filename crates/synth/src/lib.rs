@@ -1,0 +1,23 @@
+//! Constraint systems for cuzk: turn any `bellperson::Circuit<blstrs::Scalar>`
+//! into the data the GPU prover needs.
+//!
+//! - [`pce`]: a recording constraint system that captures the R1CS once per
+//!   circuit shape as CSR matrices A, B, C (the pre-compiled constraint
+//!   evaluator, PCE) plus bellperson's density bitmaps.
+//! - [`witness`]: a witness-only constraint system (values, no constraints).
+//! - [`spmv`]: a = A·w, b = B·w, c = C·w in parallel, and the row-by-row
+//!   satisfaction check.
+//! - [`circuits`]: built-in circuits for tests, demos and benchmarks.
+//!
+//! This crate never links CUDA and knows nothing about devices or scheduling.
+
+pub mod circuits;
+pub mod error;
+pub mod pce;
+pub mod spmv;
+pub mod witness;
+
+pub use error::{Result, SynthError};
+pub use pce::{Csr, Density, Pce, RecordingCs};
+pub use spmv::{Abc, check_satisfied, evaluate};
+pub use witness::{Witness, WitnessCs};
