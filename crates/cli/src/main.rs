@@ -1,1 +1,330 @@
-fn main() {}
+//! `cuzk`: Groth16 proofs for bellperson circuits, from the command line.
+//!
+//! One-shot commands today: `setup` (parameters for a built-in circuit),
+//! `prove`, `verify`, `demo` (all three in one go, with per-stage timings)
+//! and `circuits` (the built-in circuit families).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use bellperson::groth16::{Parameters, Proof, prepare_verifying_key, verify_proof};
+use blstrs::Scalar;
+use clap::{Parser, Subcommand};
+use cuzk_groth16_cuda::{Bls12, CpuProver, Prover};
+use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::{Pce, Witness};
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cuzk",
+    version,
+    about = "Groth16 proving for bellperson circuits over BLS12-381"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Generate random Groth16 parameters for a built-in circuit (bellperson's file format).
+    Setup {
+        /// Built-in circuit, e.g. `porep:12` (see `cuzk circuits`).
+        #[arg(long)]
+        circuit: CircuitSpec,
+        /// Where to write the parameters.
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed for the toxic waste, for reproducible test parameters. Without it the
+        /// parameters come from the operating system's randomness.
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Prove an instance of a built-in circuit.
+    Prove {
+        #[command(flatten)]
+        instance: Instance,
+        /// Parameters made by `cuzk setup` (or any bellperson parameter file for this circuit).
+        #[arg(long)]
+        params: PathBuf,
+        /// Where to write the 192-byte proof.
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed for r and s, to reproduce a proof exactly. Without it r and s come from the
+        /// operating system's randomness, as a zero-knowledge proof needs.
+        #[arg(long)]
+        rs_seed: Option<u64>,
+        /// Do not verify the proof before writing it.
+        #[arg(long)]
+        no_verify: bool,
+    },
+    /// Verify a proof of a built-in circuit instance.
+    Verify {
+        #[command(flatten)]
+        instance: Instance,
+        /// Parameters (only the verifying key at their start is read).
+        #[arg(long)]
+        params: PathBuf,
+        /// The proof file.
+        #[arg(long)]
+        proof: PathBuf,
+    },
+    /// Setup, prove and verify a small built-in circuit in one go, with per-stage timings,
+    /// and check the proof against bellperson's own prover byte for byte.
+    Demo {
+        /// Built-in circuit.
+        #[arg(long, default_value = "porep:12")]
+        circuit: CircuitSpec,
+    },
+    /// List the built-in circuit families.
+    Circuits,
+}
+
+/// A built-in circuit instance: its shape and the seed of its witness.
+#[derive(Debug, clap::Args)]
+struct Instance {
+    /// Built-in circuit, e.g. `porep:12` (see `cuzk circuits`).
+    #[arg(long)]
+    circuit: CircuitSpec,
+    /// Seed of the witness values (the public inputs follow from it).
+    #[arg(long, default_value_t = 1)]
+    witness_seed: u64,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Setup { circuit, out, seed } => {
+            let start = Instant::now();
+            let params = setup(&circuit, seed)?;
+            cuzk_groth16_cuda::write_params(&out, &params)?;
+            println!(
+                "wrote parameters for {circuit} to {} ({:.2?})",
+                out.display(),
+                start.elapsed()
+            );
+            Ok(())
+        }
+        Command::Prove {
+            instance,
+            params,
+            out,
+            rs_seed,
+            no_verify,
+        } => prove_cmd(&instance, &params, &out, rs_seed, no_verify),
+        Command::Verify {
+            instance,
+            params,
+            proof,
+        } => verify_cmd(&instance, &params, &proof),
+        Command::Demo { circuit } => demo(&circuit),
+        Command::Circuits => {
+            for (name, what) in CircuitSpec::families() {
+                println!("{name:<16} {what}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn setup(circuit: &CircuitSpec, seed: Option<u64>) -> Result<Parameters<Bls12>> {
+    let mut rng = match seed {
+        Some(s) => ChaCha20Rng::seed_from_u64(s),
+        None => ChaCha20Rng::from_entropy(),
+    };
+    bellperson::groth16::generate_random_parameters::<Bls12, _, _>(circuit.build(0), &mut rng)
+        .with_context(|| format!("generating parameters for {circuit}"))
+}
+
+fn randomness(seed: Option<u64>) -> (Scalar, Scalar) {
+    let mut rng = match seed {
+        Some(s) => ChaCha20Rng::seed_from_u64(s),
+        None => ChaCha20Rng::from_entropy(),
+    };
+    (Scalar::random(&mut rng), Scalar::random(&mut rng))
+}
+
+fn proof_bytes(proof: &Proof<Bls12>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(192);
+    // Writing into a Vec cannot fail.
+    let _ = proof.write(&mut v);
+    v
+}
+
+fn prove_cmd(
+    instance: &Instance,
+    params_path: &Path,
+    out: &Path,
+    rs_seed: Option<u64>,
+    no_verify: bool,
+) -> Result<()> {
+    let circuit = &instance.circuit;
+    let params = cuzk_groth16_cuda::read_params(params_path, true)?;
+    let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
+    let (r, s) = randomness(rs_seed);
+    let prover = CpuProver;
+    let output = cuzk_engine::prove_partition(
+        &prover,
+        &pce,
+        circuit.build(instance.witness_seed),
+        &params,
+        r,
+        s,
+    )
+    .with_context(|| format!("proving {circuit}"))?;
+    if !no_verify {
+        let inputs = Witness::synthesize(circuit.build(instance.witness_seed))?;
+        let pvk = prepare_verifying_key(&params.vk);
+        if !verify_proof(&pvk, &output.proof, inputs.public_inputs())? {
+            bail!(
+                "the proof does not verify against {}: the parameters were made for another \
+                 circuit of the same shape; nothing was written",
+                params_path.display()
+            );
+        }
+    }
+    let bytes = proof_bytes(&output.proof);
+    cuzk_groth16_cuda::write_atomically(out, |w| std::io::Write::write_all(w, &bytes))?;
+    println!(
+        "wrote proof of {circuit} to {} ({} backend, {:.2?})",
+        out.display(),
+        prover.name(),
+        output.timings.total()
+    );
+    Ok(())
+}
+
+fn read_proof(path: &Path) -> Result<Proof<Bls12>> {
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read proof file {}", path.display()))?;
+    if bytes.len() != 192 {
+        bail!(
+            "proof file {} has {} bytes; a Groth16 proof over BLS12-381 has 192",
+            path.display(),
+            bytes.len()
+        );
+    }
+    Proof::read(&bytes[..]).with_context(|| {
+        format!(
+            "proof file {} does not hold valid curve points",
+            path.display()
+        )
+    })
+}
+
+fn verify_cmd(instance: &Instance, params_path: &Path, proof_path: &Path) -> Result<()> {
+    let vk = cuzk_groth16_cuda::read_verifying_key(params_path)?;
+    let proof = read_proof(proof_path)?;
+    let witness = Witness::synthesize(instance.circuit.build(instance.witness_seed))?;
+    let inputs = witness.public_inputs();
+    if inputs.len() + 1 != vk.ic.len() {
+        bail!(
+            "the verifying key in {} expects {} public inputs but {} has {}: these parameters are \
+             for another circuit",
+            params_path.display(),
+            vk.ic.len().saturating_sub(1),
+            instance.circuit,
+            inputs.len()
+        );
+    }
+    let pvk = prepare_verifying_key(&vk);
+    if verify_proof(&pvk, &proof, inputs)? {
+        println!("proof {} verifies", proof_path.display());
+        Ok(())
+    } else {
+        bail!(
+            "proof {} does NOT verify for {} with witness seed {}",
+            proof_path.display(),
+            instance.circuit,
+            instance.witness_seed
+        )
+    }
+}
+
+fn demo(circuit: &CircuitSpec) -> Result<()> {
+    println!("cuzk demo: {circuit}");
+    let t = Instant::now();
+    let params = setup(circuit, Some(1))?;
+    println!(
+        "  setup        {:>10.3} ms  (bellperson parameter generation)",
+        ms(t)
+    );
+
+    let t = Instant::now();
+    let pce = Pce::record(circuit.build(0))?;
+    println!(
+        "  record PCE   {:>10.3} ms  ({} constraints, domain 2^{}, {} inputs, {} aux; nnz A/B/C {}/{}/{})",
+        ms(t),
+        pce.num_constraints(),
+        pce.domain_log2(),
+        pce.num_inputs,
+        pce.num_aux,
+        pce.a.nnz(),
+        pce.b.nnz(),
+        pce.c.nnz()
+    );
+
+    let (r, s) = randomness(Some(2));
+    let prover = CpuProver;
+    let out = cuzk_engine::prove_partition(&prover, &pce, circuit.build(1), &params, r, s)?;
+    print!("{}", out.timings);
+    println!(
+        "  prove total  {:>10.3} ms  ({} backend; no GPU backend exists yet)",
+        out.timings.total().as_secs_f64() * 1e3,
+        prover.name()
+    );
+
+    let witness = Witness::synthesize(circuit.build(1))?;
+    let t = Instant::now();
+    let pvk = prepare_verifying_key(&params.vk);
+    let ok = verify_proof(&pvk, &out.proof, witness.public_inputs())?;
+    println!("  verify       {:>10.3} ms", ms(t));
+
+    let t = Instant::now();
+    let theirs = bellperson::groth16::create_proof(circuit.build(1), &params, r, s)?;
+    let same = proof_bytes(&theirs) == proof_bytes(&out.proof);
+    println!(
+        "  bellperson   {:>10.3} ms  (its create_proof, same r and s)",
+        ms(t)
+    );
+
+    println!("proof: {}", hex(&proof_bytes(&out.proof)));
+    println!("verified: {}", if ok { "yes" } else { "NO" });
+    println!(
+        "byte-identical to bellperson: {}",
+        if same { "yes" } else { "NO" }
+    );
+    if !ok || !same {
+        bail!("the demo proof failed its checks");
+    }
+    Ok(())
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}

@@ -1,0 +1,162 @@
+//! The one helper every GPU test calls, so that tests skip cleanly on
+//! machines without a GPU and fail loudly on the GPU machine.
+//!
+//! ```no_run
+//! use cuzk_gpu_sched::testing::gpu_or_skip;
+//!
+//! #[test]
+//! fn msm_matches_cpu() {
+//!     let Some(devs) = gpu_or_skip("msm_matches_cpu") else { return };
+//!     // ... run on devs[0], compare with the CPU twin ...
+//! # let _ = devs;
+//! }
+//! ```
+//!
+//! Without a device, [`gpu_or_skip`] prints
+//! `skipping msm_matches_cpu: no CUDA device (<reason>)` to stderr (shown by
+//! `cargo test -- --nocapture`) and the test returns early and passes. With
+//! `CUZK_REQUIRE_GPU=1` (set on the GPU machine) a missing device is a panic
+//! instead, so a broken driver cannot turn the GPU test suite into skips.
+//! GPU tests are never `#[ignore]`d.
+
+use crate::{DeviceInfo, Result, device::Probe};
+
+/// Environment variable that turns "no GPU" from a skip into a failure.
+pub const REQUIRE_GPU_ENV: &str = "CUZK_REQUIRE_GPU";
+
+/// Returns the CUDA devices when there is at least one; otherwise reports
+/// the skip on stderr and returns `None`.
+///
+/// # Panics
+/// When no device is found (or discovery fails) and `CUZK_REQUIRE_GPU=1`,
+/// and when `CUZK_REQUIRE_GPU` holds anything but `0`, `1` or nothing.
+pub fn gpu_or_skip(test_name: &str) -> Option<Vec<DeviceInfo>> {
+    let require = std::env::var(REQUIRE_GPU_ENV).ok();
+    let require_gpu = match parse_require_gpu(require.as_deref()) {
+        Ok(required) => required,
+        Err(message) => panic!("{test_name}: {message}"),
+    };
+    match decide(test_name, require_gpu, crate::device::probe()) {
+        Decision::Run(devices) => Some(devices),
+        Decision::Skip { reason } => {
+            eprintln!("skipping {test_name}: no CUDA device ({reason})");
+            None
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Decision {
+    Run(Vec<DeviceInfo>),
+    Skip { reason: String },
+}
+
+fn parse_require_gpu(value: Option<&str>) -> std::result::Result<bool, String> {
+    match value {
+        None | Some("" | "0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(other) => Err(format!("{REQUIRE_GPU_ENV} must be 0 or 1, not {other:?}")),
+    }
+}
+
+/// The whole policy, free of environment and driver so it can be tested.
+fn decide(test_name: &str, require_gpu: bool, found: Result<Probe>) -> Decision {
+    let reason = match found {
+        Ok(Probe::Devices(devices)) if !devices.is_empty() => return Decision::Run(devices),
+        Ok(Probe::Devices(_)) => "the CUDA driver reports no device".to_owned(),
+        Ok(Probe::NoDriverLibrary) => "CUDA driver library (libcuda) not found".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    if require_gpu {
+        panic!(
+            "{test_name}: a CUDA device is required ({REQUIRE_GPU_ENV}=1) but none is usable: {reason}"
+        );
+    }
+    Decision::Skip { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CUresult, GpuSchedError};
+
+    fn h200() -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA H200".into(),
+            total_memory_bytes: 150_110_011_392,
+            compute_capability: (9, 0),
+            multiprocessors: 132,
+        }
+    }
+
+    fn init_failed() -> GpuSchedError {
+        GpuSchedError::Driver {
+            call: "cuInit",
+            code: CUresult::CUDA_ERROR_UNKNOWN,
+        }
+    }
+
+    #[test]
+    fn no_device_not_required_skips() {
+        let decision = decide("t", false, Ok(Probe::Devices(vec![])));
+        assert!(matches!(decision, Decision::Skip { .. }), "{decision:?}");
+        let decision = decide("t", false, Ok(Probe::NoDriverLibrary));
+        assert_eq!(
+            decision,
+            Decision::Skip {
+                reason: "CUDA driver library (libcuda) not found".into()
+            }
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "t: a CUDA device is required (CUZK_REQUIRE_GPU=1)")]
+    fn no_device_required_panics() {
+        decide("t", true, Ok(Probe::Devices(vec![])));
+    }
+
+    #[test]
+    #[should_panic(expected = "a CUDA device is required (CUZK_REQUIRE_GPU=1)")]
+    fn no_driver_required_panics() {
+        decide("t", true, Ok(Probe::NoDriverLibrary));
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "but none is usable: CUDA driver call cuInit failed: CUDA_ERROR_UNKNOWN"
+    )]
+    fn discovery_error_required_panics() {
+        decide("t", true, Err(init_failed()));
+    }
+
+    #[test]
+    fn discovery_error_not_required_skips_with_the_call() {
+        // The driver's own text for the error needs libcuda, so only check
+        // the part this crate writes.
+        let Decision::Skip { reason } = decide("t", false, Err(init_failed())) else {
+            panic!("expected a skip");
+        };
+        assert!(
+            reason.starts_with("CUDA driver call cuInit failed: "),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn devices_run() {
+        for require_gpu in [false, true] {
+            let decision = decide("t", require_gpu, Ok(Probe::Devices(vec![h200()])));
+            assert_eq!(decision, Decision::Run(vec![h200()]));
+        }
+    }
+
+    #[test]
+    fn require_gpu_values() {
+        assert_eq!(parse_require_gpu(None), Ok(false));
+        assert_eq!(parse_require_gpu(Some("")), Ok(false));
+        assert_eq!(parse_require_gpu(Some("0")), Ok(false));
+        assert_eq!(parse_require_gpu(Some("1")), Ok(true));
+        assert!(parse_require_gpu(Some("yes")).is_err());
+    }
+}

@@ -1,0 +1,73 @@
+//! Errors of the prover backends.
+
+use std::path::PathBuf;
+
+/// What went wrong while reading parameters or proving.
+#[derive(Debug, thiserror::Error)]
+pub enum Groth16Error {
+    /// Synthesis, evaluation or the satisfaction check failed.
+    #[error(transparent)]
+    Synth(#[from] cuzk_synth::SynthError),
+
+    /// A parameter file could not be opened or read.
+    #[error("cannot read parameter file {path}: {source}")]
+    ParamsIo {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A parameter file ends before all of its points were read.
+    #[error(
+        "parameter file {path} is truncated: it ends before its {section} section is complete \
+         ({len} bytes in the file); it was cut short while being written or copied, so make or \
+         fetch it again"
+    )]
+    ParamsTruncated {
+        path: PathBuf,
+        section: &'static str,
+        len: u64,
+    },
+
+    /// A parameter file holds bytes that are not valid parameters.
+    #[error("parameter file {path} is corrupt in its {section} section: {detail}")]
+    ParamsCorrupt {
+        path: PathBuf,
+        section: &'static str,
+        detail: String,
+    },
+
+    /// The parameters were made for a circuit of another shape.
+    #[error(
+        "the parameters do not match the circuit: {what} has {found} elements, the circuit needs \
+         {expected}; these parameters were generated for another circuit"
+    )]
+    ParamsMismatch {
+        what: &'static str,
+        expected: usize,
+        found: usize,
+    },
+
+    /// The verifying key's delta is the identity: the parameters are unusable.
+    #[error("the parameters' verifying key has delta at infinity; the parameters are invalid")]
+    DegenerateParams,
+
+    /// The circuit needs a larger evaluation domain than BLS12-381's Fr has.
+    #[error("the circuit has {constraints} constraints, more than BLS12-381's 2^32 domain allows")]
+    DomainTooLarge { constraints: usize },
+
+    /// A multi-scalar multiplication failed.
+    #[error("multi-scalar multiplication for {what} failed: {detail}")]
+    Msm { what: &'static str, detail: String },
+
+    /// Writing an output file failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// `Result` with [`Groth16Error`].
+pub type Result<T> = std::result::Result<T, Groth16Error>;

@@ -1,0 +1,304 @@
+//! Groth16 parameters in bellperson's file format: reading with clear errors,
+//! atomic writing, and checking them against a circuit's shape.
+//!
+//! Format (all big-endian): the verifying key (alpha_g1, beta_g1, beta_g2,
+//! gamma_g2, delta_g1, delta_g2, then a u32 count and the IC points), then
+//! five sections h, l, a, b_g1 (G1) and b_g2 (G2), each a u32 count followed
+//! by uncompressed points (96 bytes in G1, 192 in G2).
+
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bellperson::groth16::{Parameters, VerifyingKey};
+use blstrs::{G1Affine, G2Affine};
+use cuzk_synth::Pce;
+use group::prime::PrimeCurveAffine;
+use rayon::prelude::*;
+
+use crate::{Bls12, Groth16Error, Result};
+
+const G1_BYTES: usize = 96;
+const G2_BYTES: usize = 192;
+/// Points decoded per batch: bounds the extra memory of a read to one batch
+/// however large the file is.
+const POINTS_PER_BATCH: usize = 1 << 18;
+
+struct Reader<'p> {
+    inner: BufReader<File>,
+    path: &'p Path,
+    len: u64,
+    pos: u64,
+}
+
+impl Reader<'_> {
+    fn read_exact(&mut self, buf: &mut [u8], section: &'static str) -> Result<()> {
+        match self.inner.read_exact(buf) {
+            Ok(()) => {
+                self.pos += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Err(Groth16Error::ParamsTruncated {
+                    path: self.path.to_owned(),
+                    section,
+                    len: self.len,
+                })
+            }
+            Err(source) => Err(Groth16Error::ParamsIo {
+                path: self.path.to_owned(),
+                source,
+            }),
+        }
+    }
+
+    fn read_u32(&mut self, section: &'static str) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read_exact(&mut b, section)?;
+        Ok(u32::from_be_bytes(b))
+    }
+
+    fn corrupt(&self, section: &'static str, detail: impl Into<String>) -> Groth16Error {
+        Groth16Error::ParamsCorrupt {
+            path: self.path.to_owned(),
+            section,
+            detail: detail.into(),
+        }
+    }
+
+    /// Reads a u32 count and that many points, decoding batches in parallel.
+    fn read_points<P: Send>(
+        &mut self,
+        section: &'static str,
+        point_bytes: usize,
+        decode: impl Fn(&[u8]) -> Option<P> + Sync,
+    ) -> Result<Vec<P>> {
+        let count = self.read_u32(section)? as usize;
+        let need = count as u64 * point_bytes as u64;
+        if self.pos + need > self.len {
+            return Err(Groth16Error::ParamsTruncated {
+                path: self.path.to_owned(),
+                section,
+                len: self.len,
+            });
+        }
+        let mut out = Vec::with_capacity(count);
+        let mut buf = vec![0u8; POINTS_PER_BATCH.min(count) * point_bytes];
+        let mut done = 0;
+        while done < count {
+            let n = POINTS_PER_BATCH.min(count - done);
+            let bytes = &mut buf[..n * point_bytes];
+            self.read_exact(bytes, section)?;
+            let decoded: Vec<Option<P>> = bytes.par_chunks(point_bytes).map(&decode).collect();
+            for (i, p) in decoded.into_iter().enumerate() {
+                match p {
+                    Some(p) => out.push(p),
+                    None => {
+                        return Err(self.corrupt(
+                            section,
+                            format!("point {} is not a valid non-identity curve point", done + i),
+                        ));
+                    }
+                }
+            }
+            done += n;
+        }
+        Ok(out)
+    }
+}
+
+fn open(path: &Path) -> Result<Reader<'_>> {
+    let io_err = |source| Groth16Error::ParamsIo {
+        path: path.to_owned(),
+        source,
+    };
+    let file = File::open(path).map_err(io_err)?;
+    let len = file.metadata().map_err(io_err)?.len();
+    Ok(Reader {
+        inner: BufReader::with_capacity(1 << 20, file),
+        path,
+        len,
+        pos: 0,
+    })
+}
+
+fn read_vk(r: &mut Reader<'_>) -> Result<VerifyingKey<Bls12>> {
+    const SECTION: &str = "verifying key";
+    // alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_g2, ic count.
+    let fixed = 3 * G1_BYTES + 3 * G2_BYTES + 4;
+    let mut head = vec![0u8; fixed];
+    r.read_exact(&mut head, SECTION)?;
+    let ic_len = u32::from_be_bytes([
+        head[fixed - 4],
+        head[fixed - 3],
+        head[fixed - 2],
+        head[fixed - 1],
+    ]) as usize;
+    if r.pos + (ic_len * G1_BYTES) as u64 > r.len {
+        return Err(Groth16Error::ParamsTruncated {
+            path: r.path.to_owned(),
+            section: SECTION,
+            len: r.len,
+        });
+    }
+    let mut all = head;
+    let mut ic = vec![0u8; ic_len * G1_BYTES];
+    r.read_exact(&mut ic, SECTION)?;
+    all.extend_from_slice(&ic);
+    // bellperson's own reader checks every point (on curve, in the subgroup)
+    // and rejects the identity where the format forbids it.
+    let vk =
+        VerifyingKey::<Bls12>::read(&all[..]).map_err(|e| r.corrupt(SECTION, e.to_string()))?;
+    Ok(vk)
+}
+
+fn decode_g1(checked: bool) -> impl Fn(&[u8]) -> Option<G1Affine> + Sync {
+    move |b: &[u8]| {
+        let arr: &[u8; G1_BYTES] = b.try_into().ok()?;
+        let p: Option<G1Affine> = if checked {
+            G1Affine::from_uncompressed(arr).into()
+        } else {
+            G1Affine::from_uncompressed_unchecked(arr).into()
+        };
+        p.filter(|p| !bool::from(p.is_identity()))
+    }
+}
+
+fn decode_g2(checked: bool) -> impl Fn(&[u8]) -> Option<G2Affine> + Sync {
+    move |b: &[u8]| {
+        let arr: &[u8; G2_BYTES] = b.try_into().ok()?;
+        let p: Option<G2Affine> = if checked {
+            G2Affine::from_uncompressed(arr).into()
+        } else {
+            G2Affine::from_uncompressed_unchecked(arr).into()
+        };
+        p.filter(|p| !bool::from(p.is_identity()))
+    }
+}
+
+/// Reads a parameter file in bellperson's format. With `checked`, every
+/// point is checked to be on the curve and in the prime-order subgroup (slow
+/// for large files; skip it for files whose digest is verified elsewhere).
+/// The file is read once, in bounded batches: no second copy is held.
+pub fn read_params(path: &Path, checked: bool) -> Result<Parameters<Bls12>> {
+    let _s = tracing::info_span!("read_params", path = %path.display()).entered();
+    let mut r = open(path)?;
+    let vk = read_vk(&mut r)?;
+    let h = r.read_points("h", G1_BYTES, decode_g1(checked))?;
+    let l = r.read_points("l", G1_BYTES, decode_g1(checked))?;
+    let a = r.read_points("a", G1_BYTES, decode_g1(checked))?;
+    let b_g1 = r.read_points("b_g1", G1_BYTES, decode_g1(checked))?;
+    let b_g2 = r.read_points("b_g2", G2_BYTES, decode_g2(checked))?;
+    if r.pos != r.len {
+        return Err(r.corrupt(
+            "end",
+            format!("{} unexpected bytes after the b_g2 section", r.len - r.pos),
+        ));
+    }
+    Ok(Parameters {
+        vk,
+        h: Arc::new(h),
+        l: Arc::new(l),
+        a: Arc::new(a),
+        b_g1: Arc::new(b_g1),
+        b_g2: Arc::new(b_g2),
+    })
+}
+
+/// Reads only the verifying key at the start of a parameter file.
+pub fn read_verifying_key(path: &Path) -> Result<VerifyingKey<Bls12>> {
+    let mut r = open(path)?;
+    read_vk(&mut r)
+}
+
+/// Writes `params` to `path` atomically: into a temporary file beside it,
+/// then renamed, so a failure never leaves a partial file under `path`.
+pub fn write_params(path: &Path, params: &Parameters<Bls12>) -> Result<()> {
+    write_atomically(path, |w| params.write(w))
+}
+
+/// Writes a file through a temporary sibling and a rename.
+pub fn write_atomically(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
+) -> Result<()> {
+    let err = |source| Groth16Error::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let tmp = temp_sibling(path);
+    let result = (|| {
+        let file = File::create(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        write(&mut w)?;
+        w.flush()?;
+        w.get_ref().sync_all()?;
+        drop(w);
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(err(e));
+    }
+    Ok(())
+}
+
+fn temp_sibling(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Checks that `params` fit the circuit recorded in `pce`: every query has
+/// the length the prover will use. Catches parameters made for another
+/// circuit before any work is done.
+pub fn check_params(params: &Parameters<Bls12>, pce: &Pce) -> Result<()> {
+    let checks = [
+        (
+            "the verifying key's IC (one per input, ONE included)",
+            pce.num_inputs,
+            params.vk.ic.len(),
+        ),
+        (
+            "the h query (domain size - 1)",
+            pce.domain_size() - 1,
+            params.h.len(),
+        ),
+        (
+            "the l query (one per aux variable)",
+            pce.num_aux,
+            params.l.len(),
+        ),
+        (
+            "the a query (inputs + aux used in A)",
+            pce.a_query_len(),
+            params.a.len(),
+        ),
+        (
+            "the b_g1 query (variables used in B)",
+            pce.b_query_len(),
+            params.b_g1.len(),
+        ),
+        (
+            "the b_g2 query (variables used in B)",
+            pce.b_query_len(),
+            params.b_g2.len(),
+        ),
+    ];
+    for (what, expected, found) in checks {
+        if expected != found {
+            return Err(Groth16Error::ParamsMismatch {
+                what,
+                expected,
+                found,
+            });
+        }
+    }
+    if bool::from(params.vk.delta_g1.is_identity() | params.vk.delta_g2.is_identity()) {
+        return Err(Groth16Error::DegenerateParams);
+    }
+    Ok(())
+}

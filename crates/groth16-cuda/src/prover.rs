@@ -1,0 +1,138 @@
+//! The backend trait, its inputs and outputs, and the proof assembly that
+//! every backend shares.
+
+use std::fmt;
+use std::time::Duration;
+
+use bellperson::groth16::{Parameters, Proof, VerifyingKey};
+use blstrs::{G1Projective, G2Projective, Scalar};
+use cuzk_synth::{Pce, Witness};
+use group::Curve;
+use group::prime::PrimeCurveAffine;
+
+use crate::{Bls12, Groth16Error, Result};
+
+/// Where a backend gets a = A·w, b = B·w and c = C·w from.
+#[derive(Clone, Copy, Debug)]
+pub enum AbcInput<'a> {
+    /// Already evaluated (and checked) by the caller, one element per constraint.
+    Evaluated {
+        a: &'a [Scalar],
+        b: &'a [Scalar],
+        c: &'a [Scalar],
+    },
+    /// The backend evaluates them from the PCE and the witness, and checks
+    /// that the witness satisfies every constraint.
+    FromPce,
+}
+
+/// Everything a backend needs about one circuit instance.
+#[derive(Clone, Copy, Debug)]
+pub struct ProverInput<'a> {
+    /// The recorded shape: sizes and densities, and the matrices for
+    /// [`AbcInput::FromPce`].
+    pub pce: &'a Pce,
+    /// Inputs (ONE first) and aux values.
+    pub witness: &'a Witness,
+    pub abc: AbcInput<'a>,
+}
+
+/// Wall-clock time per stage of one proof, in the order the stages ran.
+#[derive(Clone, Debug, Default)]
+pub struct StageTimings(pub Vec<(&'static str, Duration)>);
+
+impl StageTimings {
+    /// Records `stage` as having taken `d`.
+    pub fn push(&mut self, stage: &'static str, d: Duration) {
+        self.0.push((stage, d));
+    }
+
+    /// Runs `f`, recording its wall-clock time as `stage`.
+    pub fn time<T>(&mut self, stage: &'static str, f: impl FnOnce() -> T) -> T {
+        let start = std::time::Instant::now();
+        let out = f();
+        self.push(stage, start.elapsed());
+        out
+    }
+
+    /// Sum of all stages.
+    pub fn total(&self) -> Duration {
+        self.0.iter().map(|(_, d)| *d).sum()
+    }
+}
+
+impl fmt::Display for StageTimings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (stage, d) in &self.0 {
+            writeln!(f, "  {stage:<12} {:>10.3} ms", d.as_secs_f64() * 1e3)?;
+        }
+        Ok(())
+    }
+}
+
+/// A proof and how long each stage of making it took.
+#[derive(Clone, Debug)]
+pub struct ProofOutput {
+    pub proof: Proof<Bls12>,
+    pub timings: StageTimings,
+}
+
+/// A Groth16 backend: same inputs, same bytes as bellperson's `create_proof`.
+pub trait Prover: Send + Sync + fmt::Debug {
+    /// Short name for logs and reports ("cpu", "cuda").
+    fn name(&self) -> &'static str;
+
+    /// Proves one circuit instance with the randomness r and s.
+    fn prove(
+        &self,
+        input: ProverInput<'_>,
+        params: &Parameters<Bls12>,
+        r: Scalar,
+        s: Scalar,
+    ) -> Result<ProofOutput>;
+}
+
+/// The five multi-scalar multiplications of a proof, each over the whole
+/// query (inputs and aux together where the query has both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsmResults {
+    /// sum h_i·H_i
+    pub h: G1Projective,
+    /// sum aux_i·L_i
+    pub l: G1Projective,
+    /// sum w_i·A_i over the dense A query
+    pub a: G1Projective,
+    /// sum w_i·B_i over the dense B query, in G1
+    pub b_g1: G1Projective,
+    /// sum w_i·B_i over the dense B query, in G2
+    pub b_g2: G2Projective,
+}
+
+/// The epilogue: the proof from the MSM results and r, s.
+///
+/// g_a = α + A + r·δ;  g_b = β + B2 + s·δ;
+/// g_c = s·A + r·B1 + s·α + r·β + r·s·δ + H + L (α, β, δ in the group of each term).
+pub fn assemble(
+    vk: &VerifyingKey<Bls12>,
+    msm: &MsmResults,
+    r: Scalar,
+    s: Scalar,
+) -> Result<Proof<Bls12>> {
+    if bool::from(vk.delta_g1.is_identity() | vk.delta_g2.is_identity()) {
+        return Err(Groth16Error::DegenerateParams);
+    }
+    let g_a = vk.delta_g1 * r + vk.alpha_g1 + msm.a;
+    let g_b = vk.delta_g2 * s + vk.beta_g2 + msm.b_g2;
+    let g_c = msm.a * s
+        + msm.b_g1 * r
+        + vk.delta_g1 * (r * s)
+        + vk.alpha_g1 * s
+        + vk.beta_g1 * r
+        + msm.h
+        + msm.l;
+    Ok(Proof {
+        a: g_a.to_affine(),
+        b: g_b.to_affine(),
+        c: g_c.to_affine(),
+    })
+}

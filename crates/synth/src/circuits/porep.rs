@@ -1,0 +1,400 @@
+//! `porep:K[:P]`: a synthetic circuit shaped like Filecoin's PoRep, for
+//! benchmarks at any power-of-two size without the real circuit's cost.
+//!
+//! Exactly 2^K constraints in total, bellperson's appended input rows (ONE and
+//! 4 full-field public inputs) included, so the domain is exactly 2^K.
+//! P percent of the rows are boolean (default 50):
+//!
+//! - a few seed bits, each with a booleanity row `(b) * (b - ONE) = 0`;
+//! - XOR rows `c = a xor b` as `(2a) * (b) = a + b - c` (A 1 term, B 1, C 3),
+//!   a and b two distinct earlier bits.
+//!
+//! The other rows are field rows that make a new full-field aux v:
+//! A = 3 (20%) or 4 (80%) distinct earlier variables with small coefficients
+//! (1, -1, 2, or 1 time in 10 a random field element), B = 1 earlier variable,
+//! C = v plus (40%) one more earlier variable with coefficient ±1; v's value
+//! solves the row, so the circuit is satisfiable by construction.
+//! At P=50 that gives A ≈ 0.5·1 + 0.5·3.8 = 2.4, B = 1.0,
+//! C ≈ 0.5·3 + 0.5·1.4 = 2.2 nonzeros per row, as PoRep-32G has.
+//!
+//! "Earlier variable" means: 3 times in 4 one of the last 1024 (real circuits
+//! reuse what they just computed, which is what makes SpMV cache-friendly),
+//! else any. The ONE variable and the public inputs are in the pool, so rows
+//! also carry constants and inputs. With P=100 there are no field rows and the
+//! public inputs appear only in bellperson's input rows.
+//!
+//! Row order and all choices come from an RNG seeded by (K, P); the witness
+//! RNG only draws the seed bits and the public inputs, everything else
+//! follows from them. Synthesis is O(rows) and keeps two vectors of about
+//! 48 bytes per row (variables and their values).
+
+use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::Field;
+use rand_core::RngCore;
+
+use super::{Family, below, check_size, random_nonzero, structure_rng, witness_rng};
+
+/// See the module docs of `porep`.
+#[derive(Clone, Debug)]
+pub struct PorepShaped {
+    log_rows: u32,
+    bool_percent: u8,
+    witness_seed: u64,
+}
+
+impl PorepShaped {
+    pub fn new(log_rows: u32, bool_percent: u8, witness_seed: u64) -> Self {
+        PorepShaped {
+            log_rows,
+            bool_percent,
+            witness_seed,
+        }
+    }
+}
+
+/// Full-field public inputs, besides ONE.
+const PUBLIC_INPUTS: usize = 4;
+/// Seed bits have C empty; more of them would pull C's average below 2.2 at
+/// small K, while 16 already give XOR rows 2^16 distinct bit patterns.
+const MAX_SEED_BITS: usize = 16;
+/// How far back "recent" reaches when a row picks an earlier variable.
+const WINDOW: usize = 1024;
+
+/// An index in 0..len (len > 0): mostly among the last `WINDOW`, else any.
+fn pick(rng: &mut impl RngCore, len: usize) -> usize {
+    if len > WINDOW && below(rng, 4) == 0 {
+        below(rng, len)
+    } else {
+        len - 1 - below(rng, len.min(WINDOW))
+    }
+}
+
+/// A coefficient as small as those in real gadgets, sometimes a full-field one.
+fn small_coeff(rng: &mut impl RngCore) -> Scalar {
+    match below(rng, 10) {
+        0..=4 => Scalar::ONE,
+        5 | 6 => -Scalar::ONE,
+        7 | 8 => Scalar::ONE.double(),
+        _ => random_nonzero(rng),
+    }
+}
+
+impl Circuit<Scalar> for PorepShaped {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let percent = usize::from(self.bool_percent);
+        let family = Family::PorepShaped {
+            bool_percent: self.bool_percent,
+        };
+        check_size(family, self.log_rows)?;
+        if percent > 100 {
+            return Err(SynthesisError::Unsatisfiable);
+        }
+
+        let total = 1usize << self.log_rows;
+        let rows = total - (PUBLIC_INPUTS + 1);
+        let n_bool = (rows * percent + 50) / 100;
+        let n_seed = (rows / 64).clamp(2, MAX_SEED_BITS).min(n_bool);
+        // XOR rows need two distinct bits: when there are any, n_bool > n_seed,
+        // so n_seed was not cut by n_bool and is at least 2.
+        let mut xor_left = n_bool - n_seed;
+        let mut field_left = rows - n_bool;
+
+        let mut shape = structure_rng(
+            "porep",
+            &[u64::from(self.log_rows), u64::from(self.bool_percent)],
+        );
+        let mut witness = witness_rng("porep", self.witness_seed);
+        let two = Scalar::ONE.double();
+
+        // The pool of earlier variables; bits[] indexes the boolean ones.
+        let mut vars: Vec<Variable> = Vec::with_capacity(total);
+        let mut vals: Vec<Scalar> = Vec::with_capacity(total);
+        let mut bits: Vec<usize> = Vec::with_capacity(n_bool);
+        vars.push(CS::one());
+        vals.push(Scalar::ONE);
+
+        for j in 0..PUBLIC_INPUTS {
+            let value = random_nonzero(&mut witness);
+            vars.push(cs.alloc_input(|| format!("input {j}"), || Ok(value))?);
+            vals.push(value);
+        }
+
+        for j in 0..n_seed {
+            let value = if witness.next_u32() & 1 == 1 {
+                Scalar::ONE
+            } else {
+                Scalar::ZERO
+            };
+            let b = cs.alloc(|| format!("seed bit {j}"), || Ok(value))?;
+            cs.enforce(
+                || format!("seed bit {j} is boolean"),
+                |lc| lc + b,
+                |lc| lc + b - CS::one(),
+                |lc| lc,
+            );
+            bits.push(vars.len());
+            vars.push(b);
+            vals.push(value);
+        }
+
+        let body = xor_left + field_left;
+        for row in 0..body {
+            // Selection sampling: exactly xor_left XOR rows, in random places.
+            if below(&mut shape, xor_left + field_left) < xor_left {
+                xor_left -= 1;
+                let i = bits[pick(&mut shape, bits.len())];
+                let j = loop {
+                    let j = bits[pick(&mut shape, bits.len())];
+                    if j != i {
+                        break j;
+                    }
+                };
+                let (a, b) = (vars[i], vars[j]);
+                let value = if vals[i] == vals[j] {
+                    Scalar::ZERO
+                } else {
+                    Scalar::ONE
+                };
+                let c = cs.alloc(|| format!("xor {row}"), || Ok(value))?;
+                // a xor b = a + b - 2ab
+                cs.enforce(
+                    || format!("row {row} xor"),
+                    |lc| lc + (two, a),
+                    |lc| lc + b,
+                    |lc| lc + a + b - c,
+                );
+                bits.push(vars.len());
+                vars.push(c);
+                vals.push(value);
+            } else {
+                field_left -= 1;
+                let n_a = if below(&mut shape, 5) == 0 { 3 } else { 4 };
+                let mut a_terms = [(0usize, Scalar::ZERO); 4];
+                let mut filled = 0;
+                while filled < n_a {
+                    // Distinct, or LinearCombination would merge the terms.
+                    let idx = pick(&mut shape, vars.len());
+                    if a_terms[..filled].iter().all(|&(k, _)| k != idx) {
+                        a_terms[filled] = (idx, small_coeff(&mut shape));
+                        filled += 1;
+                    }
+                }
+                let a_terms = &a_terms[..n_a];
+                let b_idx = pick(&mut shape, vars.len());
+                let other = if below(&mut shape, 5) < 2 {
+                    let sign = if shape.next_u32() & 1 == 0 {
+                        Scalar::ONE
+                    } else {
+                        -Scalar::ONE
+                    };
+                    Some((pick(&mut shape, vars.len()), sign))
+                } else {
+                    None
+                };
+
+                let a_value: Scalar = a_terms.iter().map(|&(i, k)| vals[i] * k).sum();
+                let mut value = a_value * vals[b_idx];
+                if let Some((o, k)) = other {
+                    value -= vals[o] * k;
+                }
+                let v = cs.alloc(|| format!("v {row}"), || Ok(value))?;
+                cs.enforce(
+                    || format!("row {row} field"),
+                    |lc| a_terms.iter().fold(lc, |lc, &(i, k)| lc + (k, vars[i])),
+                    |lc| lc + vars[b_idx],
+                    |lc| match other {
+                        Some((o, k)) => lc + v + (k, vars[o]),
+                        None => lc + v,
+                    },
+                );
+                vars.push(v);
+                vals.push(value);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuits::CircuitSpec;
+    use crate::circuits::tests::Recorder;
+    use bellperson::util_cs::test_cs::TestConstraintSystem;
+    use bellperson::{Index, LinearCombination};
+
+    /// Counts what a PCE would store, without keeping anything: rows, and
+    /// nonzero coefficients per matrix. Calls the value closures like a
+    /// witness-generating CS would, so timing it measures real synthesis.
+    #[derive(Default)]
+    struct Counter {
+        inputs: usize,
+        aux: usize,
+        rows: usize,
+        nnz: [usize; 3],
+    }
+
+    impl Counter {
+        fn new() -> Self {
+            // bellperson allocates ONE before synthesize.
+            Counter {
+                inputs: 1,
+                ..Counter::default()
+            }
+        }
+
+        /// Averages over the full matrix bellperson proves: the circuit's
+        /// rows plus one (A = input, B = C = 0) row per input.
+        fn averages(&self) -> (usize, [f64; 3]) {
+            let total = self.rows + self.inputs;
+            let nnz = [self.nnz[0] + self.inputs, self.nnz[1], self.nnz[2]];
+            (total, nnz.map(|n| n as f64 / total as f64))
+        }
+    }
+
+    impl ConstraintSystem<Scalar> for Counter {
+        type Root = Self;
+
+        fn alloc<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+        where
+            F: FnOnce() -> Result<Scalar, SynthesisError>,
+            A: FnOnce() -> AR,
+            AR: Into<String>,
+        {
+            std::hint::black_box(f()?);
+            self.aux += 1;
+            Ok(Variable::new_unchecked(Index::Aux(self.aux - 1)))
+        }
+
+        fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> Result<Variable, SynthesisError>
+        where
+            F: FnOnce() -> Result<Scalar, SynthesisError>,
+            A: FnOnce() -> AR,
+            AR: Into<String>,
+        {
+            std::hint::black_box(f()?);
+            self.inputs += 1;
+            Ok(Variable::new_unchecked(Index::Input(self.inputs - 1)))
+        }
+
+        fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, a: LA, b: LB, c: LC)
+        where
+            A: FnOnce() -> AR,
+            AR: Into<String>,
+            LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+            LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+            LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        {
+            let lcs = [
+                a(LinearCombination::zero()),
+                b(LinearCombination::zero()),
+                c(LinearCombination::zero()),
+            ];
+            for (n, lc) in self.nnz.iter_mut().zip(&lcs) {
+                *n += lc.iter().filter(|(_, k)| !bool::from(k.is_zero())).count();
+            }
+            self.rows += 1;
+        }
+
+        fn push_namespace<NR: Into<String>, N: FnOnce() -> NR>(&mut self, _: N) {}
+
+        fn pop_namespace(&mut self) {}
+
+        fn get_root(&mut self) -> &mut Self {
+            self
+        }
+    }
+
+    fn count(log_rows: u32, bool_percent: u8, seed: u64) -> Counter {
+        let mut cs = Counter::new();
+        PorepShaped::new(log_rows, bool_percent, seed)
+            .synthesize(&mut cs)
+            .unwrap_or_else(|e| panic!("porep:{log_rows}:{bool_percent}: {e}"));
+        cs
+    }
+
+    #[test]
+    fn nonzeros_per_row_match_porep_at_k12() {
+        let (total, [a, b, c]) = count(12, 50, 1).averages();
+        println!("porep:12 A {a:.4} B {b:.4} C {c:.4} over {total} rows");
+        assert_eq!(total, 1 << 12);
+        assert!((a - 2.4).abs() <= 0.15, "A {a}");
+        assert!((b - 1.0).abs() <= 0.15, "B {b}");
+        assert!((c - 2.2).abs() <= 0.15, "C {c}");
+
+        // The same from the recorded rows, counting only the circuit's rows
+        // (bellperson's input rows are appended by its prover, not here).
+        let spec = CircuitSpec {
+            family: Family::PorepShaped { bool_percent: 50 },
+            size: 12,
+        };
+        let cs = Recorder::record(&spec, 1);
+        let rows = cs.rows.len() as f64;
+        let mut nnz = [0usize; 3];
+        for row in &cs.rows {
+            for (n, lc) in nnz.iter_mut().zip(row) {
+                *n += lc.iter().filter(|(_, k)| !bool::from(k.is_zero())).count();
+            }
+        }
+        let [a, b, c] = nnz.map(|n| n as f64 / rows);
+        println!("porep:12 circuit rows only: A {a:.4} B {b:.4} C {c:.4}");
+        assert!((a - 2.4).abs() <= 0.15 && (b - 1.0).abs() <= 0.15 && (c - 2.2).abs() <= 0.15);
+    }
+
+    #[test]
+    fn every_percentage_fills_the_domain_exactly_and_is_satisfied() {
+        for (k, p) in [
+            (5, 0),
+            (5, 50),
+            (5, 100),
+            (6, 1),
+            (8, 0),
+            (8, 75),
+            (8, 100),
+            (9, 99),
+        ] {
+            let spec = CircuitSpec {
+                family: Family::PorepShaped { bool_percent: p },
+                size: k,
+            };
+            let mut cs = TestConstraintSystem::<Scalar>::new();
+            spec.build(3)
+                .synthesize(&mut cs)
+                .unwrap_or_else(|e| panic!("{spec}: {e}"));
+            assert!(cs.is_satisfied(), "{spec}: {:?}", cs.which_is_unsatisfied());
+            assert_eq!(cs.num_constraints() + cs.num_inputs(), 1 << k, "{spec}");
+            assert_eq!(cs.num_inputs(), 1 + PUBLIC_INPUTS, "{spec}");
+        }
+    }
+
+    #[test]
+    fn boolean_fraction_follows_p() {
+        for p in [0u8, 20, 50, 80, 100] {
+            let (_, [a, _, _]) = count(12, p, 1).averages();
+            // A has 1 term on boolean rows and 3.8 on field rows.
+            let expect = f64::from(p) / 100.0 + (1.0 - f64::from(p) / 100.0) * 3.8;
+            assert!((a - expect).abs() < 0.1, "P={p}: A {a} vs {expect}");
+        }
+    }
+
+    /// Larger sizes through the counting CS: `CUZK_TEST_LOG2=20` for the
+    /// benchmark scale, small by default.
+    #[test]
+    fn large_size_counts_and_shape() {
+        let log2: u32 = std::env::var("CUZK_TEST_LOG2")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(14);
+        let start = std::time::Instant::now();
+        let cs = count(log2, 50, 9);
+        let elapsed = start.elapsed();
+        let (total, [a, b, c]) = cs.averages();
+        println!(
+            "porep:{log2}: {elapsed:?}, A {a:.4} B {b:.4} C {c:.4}, aux {}",
+            cs.aux
+        );
+        assert_eq!(total, 1 << log2);
+        assert!((a - 2.4).abs() <= 0.15 && (b - 1.0).abs() <= 0.15 && (c - 2.2).abs() <= 0.15);
+    }
+}

@@ -1,0 +1,433 @@
+//! The pre-compiled constraint evaluator (PCE): a circuit's R1CS recorded once
+//! per shape as CSR matrices, so every later proof of that shape only needs a
+//! witness and three sparse matrix-vector products.
+//!
+//! The layout is bellperson's exactly: input 0 is ONE, allocated before
+//! `synthesize`; after it, one constraint `input_i * 0 = 0` per input is
+//! appended. Columns are `[inputs | aux]`. Densities follow bellperson's
+//! prover: a variable counts as used in A (or B) when it appears there with a
+//! non-zero coefficient after the linear combination merged repeated terms.
+
+use std::collections::HashMap;
+
+use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+
+use crate::{Result, SynthError};
+
+/// Coefficient index of 1 in every PCE's coefficient table.
+pub const COEFF_ONE: u32 = 0;
+/// Coefficient index of -1 in every PCE's coefficient table.
+pub const COEFF_MINUS_ONE: u32 = 1;
+
+/// Marks an aux column while recording, before the number of inputs is known.
+const AUX_TAG: u32 = 1 << 31;
+
+/// A sparse matrix in compressed sparse row form. Coefficients are indices
+/// into the owning [`Pce`]'s coefficient table: Filecoin circuits use few
+/// distinct coefficients (mostly ±1 and powers of two), so 4 bytes per
+/// non-zero instead of 32.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Csr {
+    /// `row_ptr[i]..row_ptr[i + 1]` are row i's entries; `rows() + 1` long.
+    pub row_ptr: Vec<u64>,
+    /// Column of each entry, in `[inputs | aux]` numbering.
+    pub cols: Vec<u32>,
+    /// Coefficient-table index of each entry.
+    pub coeffs: Vec<u32>,
+}
+
+impl Csr {
+    fn new() -> Self {
+        Csr {
+            row_ptr: vec![0],
+            cols: Vec::new(),
+            coeffs: Vec::new(),
+        }
+    }
+
+    /// Number of rows (constraints).
+    pub fn rows(&self) -> usize {
+        self.row_ptr.len() - 1
+    }
+
+    /// Number of stored non-zeros.
+    pub fn nnz(&self) -> usize {
+        self.cols.len()
+    }
+
+    /// Columns and coefficient indices of row `i`.
+    pub fn row(&self, i: usize) -> (&[u32], &[u32]) {
+        let (s, e) = (self.row_ptr[i] as usize, self.row_ptr[i + 1] as usize);
+        (&self.cols[s..e], &self.coeffs[s..e])
+    }
+
+    fn bytes(&self) -> usize {
+        self.row_ptr.len() * 8 + self.cols.len() * 4 + self.coeffs.len() * 4
+    }
+}
+
+/// A bitmap over variables: which ones a query uses (bellperson's
+/// `DensityTracker`, without the dependency).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Density {
+    words: Vec<u64>,
+    len: usize,
+    count: usize,
+}
+
+impl Density {
+    /// `len` variables, none used.
+    pub fn new(len: usize) -> Self {
+        Density {
+            words: vec![0; len.div_ceil(64)],
+            len,
+            count: 0,
+        }
+    }
+
+    /// Marks variable `i` as used.
+    pub fn set(&mut self, i: usize) {
+        let (w, b) = (i / 64, 1u64 << (i % 64));
+        if self.words[w] & b == 0 {
+            self.words[w] |= b;
+            self.count += 1;
+        }
+    }
+
+    /// Whether variable `i` is used.
+    pub fn get(&self, i: usize) -> bool {
+        self.words[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    /// Number of variables covered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it covers no variable.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of used variables (the length of the filtered parameter query).
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Iterates over all variables, yielding whether each is used.
+    pub fn iter(&self) -> impl Iterator<Item = bool> + '_ {
+        (0..self.len).map(|i| self.get(i))
+    }
+}
+
+/// A recorded circuit shape: R1CS matrices, coefficient table and densities.
+#[derive(Clone, Debug)]
+pub struct Pce {
+    /// Number of inputs, ONE included.
+    pub num_inputs: usize,
+    /// Number of aux (private) variables.
+    pub num_aux: usize,
+    /// The A, B and C matrices, one row per constraint, columns `[inputs | aux]`.
+    pub a: Csr,
+    pub b: Csr,
+    pub c: Csr,
+    /// Distinct coefficients; index 0 is 1 and index 1 is -1.
+    pub coeff_table: Vec<Scalar>,
+    /// Aux variables used in A (A's inputs are always all used: bellperson
+    /// appends an A-only constraint per input).
+    pub a_aux_density: Density,
+    /// Inputs used in B.
+    pub b_input_density: Density,
+    /// Aux variables used in B.
+    pub b_aux_density: Density,
+    /// Namespace path of every constraint, when recorded with names.
+    pub names: Option<Vec<String>>,
+}
+
+impl Pce {
+    /// Records `circuit`'s shape. Values are never computed: allocation
+    /// closures are not called.
+    pub fn record<C: Circuit<Scalar>>(circuit: C) -> Result<Pce> {
+        Self::record_inner(circuit, false)
+    }
+
+    /// Like [`Pce::record`], and also keeps every constraint's namespace path,
+    /// so an unsatisfied constraint can be reported by name. Costs memory:
+    /// for debugging and small circuits.
+    pub fn record_with_names<C: Circuit<Scalar>>(circuit: C) -> Result<Pce> {
+        Self::record_inner(circuit, true)
+    }
+
+    fn record_inner<C: Circuit<Scalar>>(circuit: C, names: bool) -> Result<Pce> {
+        let _s = tracing::info_span!("pce_record").entered();
+        let mut cs = RecordingCs::new(names);
+        cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+        circuit.synthesize(&mut cs)?;
+        for i in 0..cs.num_inputs {
+            cs.enforce(
+                || format!("input constraint {i}"),
+                |lc| lc + Variable(Index::Input(i)),
+                |lc| lc,
+                |lc| lc,
+            );
+        }
+        cs.finish()
+    }
+
+    /// Number of constraints (rows), the appended input constraints included.
+    pub fn num_constraints(&self) -> usize {
+        self.a.rows()
+    }
+
+    /// log2 of the evaluation domain: the smallest power of two holding every
+    /// constraint, as bellperson's `EvaluationDomain::from_coeffs` picks it.
+    pub fn domain_log2(&self) -> u32 {
+        self.num_constraints().next_power_of_two().trailing_zeros()
+    }
+
+    /// Size of the evaluation domain (m).
+    pub fn domain_size(&self) -> usize {
+        1 << self.domain_log2()
+    }
+
+    /// Length of the parameters' `a` query: all inputs, then used aux.
+    pub fn a_query_len(&self) -> usize {
+        self.num_inputs + self.a_aux_density.count()
+    }
+
+    /// Length of the parameters' `b_g1` and `b_g2` queries.
+    pub fn b_query_len(&self) -> usize {
+        self.b_input_density.count() + self.b_aux_density.count()
+    }
+
+    /// Host bytes held by this PCE (for memory budgets).
+    pub fn bytes(&self) -> usize {
+        self.a.bytes()
+            + self.b.bytes()
+            + self.c.bytes()
+            + self.coeff_table.len() * 32
+            + (self.a_aux_density.words.len()
+                + self.b_input_density.words.len()
+                + self.b_aux_density.words.len())
+                * 8
+            + self
+                .names
+                .as_ref()
+                .map_or(0, |n| n.iter().map(|s| s.len() + 24).sum())
+    }
+
+    /// Column `col` of the witness `[inputs | aux]`.
+    #[inline]
+    pub fn value<'w>(&self, inputs: &'w [Scalar], aux: &'w [Scalar], col: u32) -> &'w Scalar {
+        let col = col as usize;
+        if col < self.num_inputs {
+            &inputs[col]
+        } else {
+            &aux[col - self.num_inputs]
+        }
+    }
+}
+
+/// A `ConstraintSystem` that records the shape of a circuit into a [`Pce`].
+#[derive(Debug)]
+pub struct RecordingCs {
+    num_inputs: usize,
+    num_aux: usize,
+    a: Csr,
+    b: Csr,
+    c: Csr,
+    coeff_table: Vec<Scalar>,
+    coeff_index: HashMap<[u8; 32], u32>,
+    namespace: Vec<String>,
+    names: Option<Vec<String>>,
+    overflow: bool,
+}
+
+impl RecordingCs {
+    fn new(names: bool) -> Self {
+        let coeff_table = vec![Scalar::ONE, -Scalar::ONE];
+        let coeff_index = coeff_table
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.to_repr(), i as u32))
+            .collect();
+        RecordingCs {
+            num_inputs: 0,
+            num_aux: 0,
+            a: Csr::new(),
+            b: Csr::new(),
+            c: Csr::new(),
+            coeff_table,
+            coeff_index,
+            namespace: Vec::new(),
+            names: names.then(Vec::new),
+            overflow: false,
+        }
+    }
+
+    fn intern(&mut self, coeff: &Scalar) -> u32 {
+        let next = self.coeff_table.len() as u32;
+        let idx = *self.coeff_index.entry(coeff.to_repr()).or_insert(next);
+        if idx == next {
+            self.coeff_table.push(*coeff);
+        }
+        idx
+    }
+
+    fn push_row(&mut self, which: u8, lc: &LinearCombination<Scalar>) {
+        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(lc.len());
+        // Zero coefficients are skipped: bellperson's prover neither evaluates
+        // nor counts them in the densities.
+        for (&i, coeff) in lc.iter_inputs() {
+            if !bool::from(coeff.is_zero()) {
+                entries.push((i as u32, self.intern(coeff)));
+            }
+        }
+        for (&i, coeff) in lc.iter_aux() {
+            if !bool::from(coeff.is_zero()) {
+                entries.push((AUX_TAG | i as u32, self.intern(coeff)));
+            }
+        }
+        let m = match which {
+            0 => &mut self.a,
+            1 => &mut self.b,
+            _ => &mut self.c,
+        };
+        for (col, coeff) in entries {
+            m.cols.push(col);
+            m.coeffs.push(coeff);
+        }
+        m.row_ptr.push(m.cols.len() as u64);
+    }
+
+    fn finish(self) -> Result<Pce> {
+        if self.overflow {
+            return Err(SynthError::TooLarge(format!(
+                "more than 2^31 inputs or aux variables (inputs {}, aux {})",
+                self.num_inputs, self.num_aux
+            )));
+        }
+        let num_inputs = self.num_inputs;
+        if num_inputs as u64 + self.num_aux as u64 > u32::MAX as u64 {
+            return Err(SynthError::TooLarge(format!(
+                "{} variables do not fit 32-bit column indices",
+                num_inputs + self.num_aux
+            )));
+        }
+        let mut a_aux_density = Density::new(self.num_aux);
+        let mut b_input_density = Density::new(num_inputs);
+        let mut b_aux_density = Density::new(self.num_aux);
+        let a = untag_columns(self.a, num_inputs, None, &mut a_aux_density);
+        let b = untag_columns(
+            self.b,
+            num_inputs,
+            Some(&mut b_input_density),
+            &mut b_aux_density,
+        );
+        let mut unused = Density::new(self.num_aux);
+        let c = untag_columns(self.c, num_inputs, None, &mut unused);
+        Ok(Pce {
+            num_inputs,
+            num_aux: self.num_aux,
+            a,
+            b,
+            c,
+            coeff_table: self.coeff_table,
+            a_aux_density,
+            b_input_density,
+            b_aux_density,
+            names: self.names,
+        })
+    }
+}
+
+/// Turns recorded (tagged) columns into `[inputs | aux]` numbering and marks
+/// the densities on the way.
+fn untag_columns(
+    mut m: Csr,
+    num_inputs: usize,
+    mut input_density: Option<&mut Density>,
+    aux_density: &mut Density,
+) -> Csr {
+    for col in m.cols.iter_mut() {
+        if *col & AUX_TAG != 0 {
+            let i = (*col & !AUX_TAG) as usize;
+            aux_density.set(i);
+            *col = (num_inputs + i) as u32;
+        } else if let Some(d) = input_density.as_deref_mut() {
+            d.set(*col as usize);
+        }
+    }
+    m
+}
+
+impl ConstraintSystem<Scalar> for RecordingCs {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, _: F) -> std::result::Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> std::result::Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let i = self.num_aux;
+        self.num_aux += 1;
+        self.overflow |= i as u64 >= AUX_TAG as u64;
+        Ok(Variable(Index::Aux(i)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, _: F) -> std::result::Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> std::result::Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let i = self.num_inputs;
+        self.num_inputs += 1;
+        self.overflow |= i as u64 >= AUX_TAG as u64;
+        Ok(Variable(Index::Input(i)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, name: A, a: LA, b: LB, c: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+        if self.names.is_some() {
+            let mut path = self.namespace.join("/");
+            if !path.is_empty() {
+                path.push('/');
+            }
+            path.push_str(&name().into());
+            if let Some(names) = self.names.as_mut() {
+                names.push(path);
+            }
+        }
+        self.push_row(0, &a(LinearCombination::zero()));
+        self.push_row(1, &b(LinearCombination::zero()));
+        self.push_row(2, &c(LinearCombination::zero()));
+    }
+
+    fn push_namespace<NR, N>(&mut self, name_fn: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+        if self.names.is_some() {
+            self.namespace.push(name_fn().into());
+        }
+    }
+
+    fn pop_namespace(&mut self) {
+        self.namespace.pop();
+    }
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
