@@ -70,3 +70,56 @@ pub fn prove_partition<C: Circuit<Scalar>>(
         timings,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use bellperson::groth16::generate_random_parameters;
+    use bellperson::{ConstraintSystem, SynthesisError};
+    use cuzk_groth16_cuda::CpuProver;
+    use ff::Field;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    use super::*;
+
+    /// x^2 = y, x^2 = z: with `lie`, z gets a wrong value.
+    #[derive(Clone)]
+    struct Squares {
+        lie: bool,
+    }
+
+    impl Circuit<Scalar> for Squares {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> std::result::Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::from(3)))?;
+            let y = cs.alloc_input(|| "y", || Ok(Scalar::from(9)))?;
+            let z = cs.alloc(|| "z", || Ok(Scalar::from(if self.lie { 10 } else { 9 })))?;
+            cs.enforce(|| "y = x^2", |lc| lc + x, |lc| lc + x, |lc| lc + y);
+            cs.enforce(|| "z = x^2", |lc| lc + x, |lc| lc + x, |lc| lc + z);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unsatisfied_witness_is_refused_with_the_constraint_index() {
+        let mut rng = ChaCha20Rng::seed_from_u64(1);
+        let params =
+            generate_random_parameters::<Bls12, _, _>(Squares { lie: false }, &mut rng).unwrap();
+        let pce = Pce::record(Squares { lie: false }).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+
+        prove_partition(&CpuProver, &pce, Squares { lie: false }, &params, r, s).unwrap();
+        let err =
+            prove_partition(&CpuProver, &pce, Squares { lie: true }, &params, r, s).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                EngineError::Synth(SynthError::Unsatisfied { index: 1, .. })
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("constraint 1 fails"), "{err}");
+    }
+}

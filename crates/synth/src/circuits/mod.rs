@@ -84,7 +84,7 @@ const FAMILIES: &[(&str, &str)] = &[
     (
         "sha256:N",
         "SHA-256 of an (N*64 - 9)-byte preimage, i.e. N blocks, digest packed into 2 public \
-         inputs; boolean-heavy like Filecoin; ~27k constraints per block (N in 1..=4096)",
+         inputs; boolean-heavy like Filecoin; 26704N-670 constraints (N in 1..=4096)",
     ),
     (
         "porep:K[:P]",
@@ -105,7 +105,7 @@ const FAMILIES: &[(&str, &str)] = &[
     (
         "repeated-vars:N",
         "N blocks of linear combinations that repeat a variable or cancel it to a zero \
-         coefficient, incl. a variable with zero A/B density; 3N+3 constraints (N in 1..=2^24)",
+         coefficient, incl. a variable with zero A and B density; 3N+3 constraints (N in 1..=2^24)",
     ),
     (
         "constant-only:N",
@@ -216,7 +216,7 @@ impl CircuitSpec {
 }
 
 /// Two small sizes per family, for exhaustive tests: each under ~2^12
-/// constraints except sha256 (1 and 2 blocks, ~27k and ~54k).
+/// constraints except sha256 (1 and 2 blocks: 26,034 and 52,738).
 pub fn all_test_specs() -> Vec<CircuitSpec> {
     let spec = |family, size| CircuitSpec { family, size };
     vec![
@@ -713,6 +713,19 @@ pub(super) mod tests {
                 assert!(ok, "{text} seed {seed}: proof does not verify");
             }
         }
+    }
+
+    #[test]
+    fn circuits_are_clone_send_sync_debug() {
+        fn check<T: Circuit<Scalar> + Clone + Send + Sync + fmt::Debug>() {}
+        check::<BuiltinCircuit>();
+        check::<MulChain>();
+        check::<Sha256>();
+        check::<PorepShaped>();
+        check::<NoAux>();
+        check::<ManyInputs>();
+        check::<RepeatedVars>();
+        check::<ConstantOnly>();
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl Circuit<Scalar> for RepeatedVars {
             let g_value = x_value * y_value;
             let g = cs.alloc(|| format!("g{i}"), || Ok(g_value))?;
             cs.enforce(
-                || format!("zero A/B density {i}"),
+                || format!("zero A and B density {i}"),
                 |lc| lc + x + (three, g) - (three, g),
                 |lc| lc + y + g - g,
                 |lc| lc + g,
