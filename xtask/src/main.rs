@@ -4,6 +4,10 @@
 //! - `cargo xtask ptx [--arch compute_80]`: compile `kernels/*.cu` to PTX in
 //!   `kernels/ptx/` and rewrite its manifest (needs nvcc only when there is
 //!   at least one module; `NVCC` overrides the nvcc path).
+//! - `cargo xtask bundle [--only groth16-cuda,gpu-sched]`: build the release
+//!   test executables and the `cuzk` binary, strip them and gather them with
+//!   a run script in `.device/bundle/`, for the GPU machine (no cargo there):
+//!   `bash .device/bundle/run.sh [FILTER] [TEST ARGS...]`.
 
 use std::{
     path::{Path, PathBuf},
@@ -13,6 +17,7 @@ use std::{
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
+mod bundle;
 mod ptx;
 
 #[derive(Debug, Parser)]
@@ -37,6 +42,22 @@ enum Cmd {
         /// Kernels directory [default: kernels/ in the workspace].
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
+    },
+    /// Build the release test executables and the cuzk binary, strip them and
+    /// put them with run.sh into .device/bundle/ for the GPU machine.
+    Bundle {
+        /// Only these packages' tests (comma-separated; the `cuzk-` prefix
+        /// may be left out), e.g. `groth16-cuda,gpu-sched`.
+        #[arg(long, value_delimiter = ',', value_name = "PACKAGES")]
+        only: Vec<String>,
+        /// The bundle folder [default: .device/bundle in the workspace];
+        /// replaced when it holds a bundle.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Refuse a bundle larger than this (the device tool carries 64 MiB
+        /// with the working tree).
+        #[arg(long, default_value_t = 60, value_name = "MIB")]
+        max_mib: u64,
     },
 }
 
@@ -72,6 +93,16 @@ fn run(cli: Cli) -> Result<()> {
                 &manifest.source_hash[..12]
             );
             Ok(())
+        }
+        Cmd::Bundle { only, out, max_mib } => {
+            let root = workspace_root();
+            let options = bundle::Options {
+                only,
+                out: out.unwrap_or_else(|| root.join(".device").join("bundle")),
+                max_mib,
+            };
+            let made = bundle::run(&root, &options).context("cargo xtask bundle")?;
+            bundle::report(&root, &made)
         }
     }
 }

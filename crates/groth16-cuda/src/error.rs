@@ -67,6 +67,33 @@ pub enum Groth16Error {
         #[source]
         source: std::io::Error,
     },
+
+    /// No CUDA device can be used: the driver library is missing, the driver
+    /// sees no device, or the ordinal asked for is not one of its devices.
+    #[error("no usable CUDA GPU: {reason}")]
+    NoGpu { reason: String },
+
+    /// A CUDA driver call failed. `what` names the operation and its object
+    /// (the device, the PTX module, the kernel); `detail` is the driver's
+    /// error name and description.
+    #[error("CUDA failure while {what}: {detail}")]
+    Cuda { what: String, detail: String },
+
+    /// A kernel was asked for from a PTX module this build does not embed.
+    #[error(
+        "no PTX module named {module:?} is embedded in this build (embedded: {embedded}); a \
+         module is kernels/<name>.cu, compiled by `cargo xtask ptx` and listed in \
+         crates/groth16-cuda/src/cuda/ptx.rs"
+    )]
+    UnknownPtxModule { module: String, embedded: String },
+
+    /// A host slice and a device buffer of different lengths were copied.
+    #[error("cannot copy {what}: the device buffer holds {device} elements, the host slice {host}")]
+    CopyLength {
+        what: &'static str,
+        device: usize,
+        host: usize,
+    },
 }
 
 /// `Result` with [`Groth16Error`].

@@ -12,6 +12,7 @@
 //! worker runs what, and when, is decided by `gpu-sched` and the engine.
 
 pub mod cpu;
+pub mod cuda;
 pub mod error;
 pub mod params;
 pub mod prover;

@@ -1,0 +1,352 @@
+//! [`Gpu`]: one device's context, stream and loaded PTX modules, shared by
+//! the whole process.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt,
+    sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError},
+    time::Instant,
+};
+
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, result,
+    sys::{self, CUresult},
+};
+
+use super::{
+    DeviceBuffer, DeviceElem, Kernel,
+    ptx::{self, PtxModule},
+};
+use crate::{Groth16Error, Result};
+
+/// Environment variable: `1` makes every launch wait for its kernel, so a
+/// kernel that faults is named in the error of its own launch instead of in
+/// the next synchronisation's. For debugging; it serialises host and GPU.
+pub const LAUNCH_BLOCKING_ENV: &str = "CUZK_CUDA_LAUNCH_BLOCKING";
+
+/// One CUDA device as this crate uses it: the device's primary context, one
+/// stream on which all of this handle's copies and launches are ordered, and
+/// the PTX modules loaded on it so far.
+///
+/// Get it with [`Gpu::get`]; every caller asking for the same ordinal shares
+/// one handle for the life of the process, so modules are JIT-compiled once
+/// per device.
+pub struct Gpu {
+    ordinal: usize,
+    name: String,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    modules: Mutex<HashMap<&'static str, LoadedModule>>,
+    /// By module name, module PTX address and kernel name.
+    kernels: Mutex<HashMap<(&'static str, usize, String), CudaFunction>>,
+    /// `module::kernel` of the latest launch, named when a later
+    /// synchronisation reports an asynchronous failure.
+    last_launch: Mutex<Option<String>>,
+    launch_blocking: bool,
+}
+
+struct LoadedModule {
+    ptx: &'static str,
+    module: Arc<CudaModule>,
+}
+
+impl fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut modules: Vec<&str> = lock(&self.modules).keys().copied().collect();
+        modules.sort_unstable();
+        f.debug_struct("Gpu")
+            .field("ordinal", &self.ordinal)
+            .field("name", &self.name)
+            .field("modules", &modules)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every `Gpu` opened so far, by ordinal.
+static GPUS: Mutex<BTreeMap<usize, Arc<Gpu>>> = Mutex::new(BTreeMap::new());
+
+impl Gpu {
+    /// The handle of device `ordinal` (as the driver numbers them, after
+    /// `CUDA_VISIBLE_DEVICES`), opened on first use.
+    ///
+    /// Errors with [`Groth16Error::NoGpu`] when the CUDA driver library is
+    /// not installed, when the driver sees no device, or when `ordinal` is
+    /// not below the number it sees; with [`Groth16Error::Cuda`] when the
+    /// driver fails to set the device up.
+    pub fn get(ordinal: usize) -> Result<Arc<Gpu>> {
+        let mut gpus = lock(&GPUS);
+        if let Some(gpu) = gpus.get(&ordinal) {
+            return Ok(Arc::clone(gpu));
+        }
+        let gpu = Arc::new(Gpu::open(ordinal)?);
+        gpus.insert(ordinal, Arc::clone(&gpu));
+        Ok(gpu)
+    }
+
+    fn open(ordinal: usize) -> Result<Gpu> {
+        let count = device_count()?;
+        if ordinal >= count {
+            return Err(Groth16Error::NoGpu {
+                reason: format!(
+                    "GPU {ordinal} was asked for, but the CUDA driver sees {count} device{} \
+                     (numbered from 0; CUDA_VISIBLE_DEVICES limits them)",
+                    if count == 1 { "" } else { "s" }
+                ),
+            });
+        }
+        let _span = tracing::debug_span!("gpu_open", ordinal).entered();
+        let ctx =
+            CudaContext::new(ordinal).map_err(driver_error(|| format!("opening GPU {ordinal}")))?;
+        let name = ctx.name().map_err(driver_error(|| {
+            format!("asking GPU {ordinal} for its name")
+        }))?;
+        let stream = ctx.new_stream().map_err(driver_error(|| {
+            format!("creating a stream on GPU {ordinal}")
+        }))?;
+        let launch_blocking = std::env::var(LAUNCH_BLOCKING_ENV).is_ok_and(|v| v == "1");
+        tracing::debug!(ordinal, %name, launch_blocking, "GPU opened");
+        Ok(Gpu {
+            ordinal,
+            name,
+            ctx,
+            stream,
+            modules: Mutex::new(HashMap::new()),
+            kernels: Mutex::new(HashMap::new()),
+            last_launch: Mutex::new(None),
+            launch_blocking,
+        })
+    }
+
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// The device's name, e.g. `NVIDIA H200`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's context (cudarc), for what this layer does not wrap yet
+    /// (events, memory queries).
+    pub fn cuda_context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream on which this handle orders all of its copies and launches.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Copies `src` to a new device buffer; returns once the copy is done.
+    pub fn upload<T: DeviceElem>(self: &Arc<Self>, src: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut buffer = DeviceBuffer::alloc(self, src.len(), false)?;
+        buffer.copy_from_host(src)?;
+        Ok(buffer)
+    }
+
+    /// A device buffer of `len` elements whose bytes are all zero: for the
+    /// blstrs types, `0` field elements and identity affine points.
+    pub fn alloc_zeros<T: DeviceElem>(self: &Arc<Self>, len: usize) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::alloc(self, len, true)
+    }
+
+    /// Loads the embedded PTX module `module` on this device if it is not
+    /// loaded yet (the driver JIT-compiles it; large modules take seconds).
+    /// Kernels load their module on demand; call this to take that time out
+    /// of a measurement.
+    pub fn load_module(&self, module: &str) -> Result<()> {
+        self.module(&self.embedded(module)?).map(drop)
+    }
+
+    /// Kernel `name` of the embedded PTX module `module`, e.g.
+    /// `gpu.kernel("arith", "arith_fr_bls12_381")`. Loads the module on first
+    /// use. Errors name the module and the kernel: an unknown module is
+    /// [`Groth16Error::UnknownPtxModule`], a kernel the module lacks is
+    /// [`Groth16Error::Cuda`] with the driver's `CUDA_ERROR_NOT_FOUND`.
+    pub fn kernel(self: &Arc<Self>, module: &str, name: &str) -> Result<Kernel> {
+        let module = self.embedded(module)?;
+        self.kernel_in(&module, name)
+    }
+
+    /// Kernel `name` of `module`, which need not be embedded (a test's own
+    /// PTX, say). Otherwise as [`Gpu::kernel`].
+    pub fn kernel_in(self: &Arc<Self>, module: &PtxModule, name: &str) -> Result<Kernel> {
+        let key = (module.name, module.ptx.as_ptr() as usize, name.to_owned());
+        if let Some(function) = lock(&self.kernels).get(&key) {
+            return Ok(Kernel::new(
+                Arc::clone(self),
+                module.name,
+                name,
+                function.clone(),
+            ));
+        }
+        let what = || {
+            format!(
+                "loading kernel {}::{name} on GPU {}",
+                module.name, self.ordinal
+            )
+        };
+        if name.contains('\0') {
+            return Err(Groth16Error::Cuda {
+                what: what(),
+                detail: "the kernel name holds a NUL byte".to_owned(),
+            });
+        }
+        let loaded = self.module(module)?;
+        let function = loaded.load_function(name).map_err(driver_error(what))?;
+        lock(&self.kernels).insert(key, function.clone());
+        Ok(Kernel::new(Arc::clone(self), module.name, name, function))
+    }
+
+    /// Waits until everything queued on this GPU's stream has finished. An
+    /// asynchronous failure (a kernel that faulted) is reported here, naming
+    /// the latest kernel launched.
+    pub fn synchronize(&self) -> Result<()> {
+        self.synchronize_for(&format!("waiting for GPU {}", self.ordinal))
+    }
+
+    fn embedded(&self, module: &str) -> Result<PtxModule> {
+        ptx::find(module)
+            .copied()
+            .ok_or_else(|| Groth16Error::UnknownPtxModule {
+                module: module.to_owned(),
+                embedded: ptx::embedded_names(),
+            })
+    }
+
+    /// The loaded module, loading it on first use. The lock is held while
+    /// the driver compiles, so a module is compiled once even when several
+    /// threads ask for it together.
+    fn module(&self, module: &PtxModule) -> Result<Arc<CudaModule>> {
+        let mut modules = lock(&self.modules);
+        let what = || format!("loading PTX module {} on GPU {}", module.name, self.ordinal);
+        if let Some(loaded) = modules.get(module.name) {
+            if std::ptr::eq(loaded.ptx, module.ptx) || loaded.ptx == module.ptx {
+                return Ok(Arc::clone(&loaded.module));
+            }
+            return Err(Groth16Error::Cuda {
+                what: what(),
+                detail: "a different module of that name is already loaded".to_owned(),
+            });
+        }
+        if module.ptx.contains('\0') {
+            // cudarc would panic turning it into a C string.
+            return Err(Groth16Error::Cuda {
+                what: what(),
+                detail: "the PTX text holds a NUL byte".to_owned(),
+            });
+        }
+        let _span =
+            tracing::debug_span!("ptx_load", module = module.name, gpu = self.ordinal).entered();
+        let start = Instant::now();
+        let loaded = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(module.ptx))
+            .map_err(driver_error(what))?;
+        tracing::debug!(
+            module = module.name,
+            gpu = self.ordinal,
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            "PTX module loaded"
+        );
+        modules.insert(
+            module.name,
+            LoadedModule {
+                ptx: module.ptx,
+                module: Arc::clone(&loaded),
+            },
+        );
+        Ok(loaded)
+    }
+
+    /// Makes this GPU's context current on the calling thread, for driver
+    /// calls that cudarc does not wrap.
+    pub(crate) fn bind(&self, what: &str) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver_error(|| what.to_owned()))
+    }
+
+    /// [`Gpu::synchronize`] with `what` naming the operation waited for.
+    pub(crate) fn synchronize_for(&self, what: &str) -> Result<()> {
+        self.stream.synchronize().map_err(|err| {
+            let what = match lock(&self.last_launch).as_deref() {
+                Some(kernel) => format!("{what} (latest kernel launched: {kernel})"),
+                None => what.to_owned(),
+            };
+            Groth16Error::Cuda {
+                what,
+                detail: describe(err),
+            }
+        })
+    }
+
+    /// Records a launch, for errors reported by later synchronisations.
+    pub(crate) fn note_launch(&self, kernel: String) {
+        *lock(&self.last_launch) = Some(kernel);
+    }
+
+    /// Whether launches wait for their kernel ([`LAUNCH_BLOCKING_ENV`]).
+    pub(crate) fn launch_blocking(&self) -> bool {
+        self.launch_blocking
+    }
+}
+
+/// The number of devices the driver sees; `NoGpu` without a driver or
+/// without devices.
+fn device_count() -> Result<usize> {
+    static DRIVER_PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: this only tries to load the driver library under its usual
+    // names (libloading); loading it runs libcuda's own initialisers, as any
+    // process using CUDA does. No symbol is called. Without this check
+    // cudarc panics on the first driver call instead of returning an error.
+    let present = *DRIVER_PRESENT.get_or_init(|| unsafe { sys::is_culib_present() });
+    if !present {
+        return Err(Groth16Error::NoGpu {
+            reason: "the CUDA driver library (libcuda) is not installed".to_owned(),
+        });
+    }
+    let no_device = || Groth16Error::NoGpu {
+        reason: "the CUDA driver sees no device".to_owned(),
+    };
+    match result::init() {
+        Ok(()) => {}
+        Err(DriverError(CUresult::CUDA_ERROR_NO_DEVICE)) => return Err(no_device()),
+        Err(err) => {
+            return Err(driver_error(|| "initialising the CUDA driver".to_owned())(
+                err,
+            ));
+        }
+    }
+    match result::device::get_count() {
+        Ok(count) if count > 0 => Ok(usize::try_from(count).unwrap_or(0)),
+        Ok(_) | Err(DriverError(CUresult::CUDA_ERROR_NO_DEVICE)) => Err(no_device()),
+        Err(err) => Err(driver_error(|| "counting CUDA devices".to_owned())(err)),
+    }
+}
+
+/// Turns a driver error into [`Groth16Error::Cuda`] about `what`.
+pub(crate) fn driver_error(
+    what: impl FnOnce() -> String,
+) -> impl FnOnce(DriverError) -> Groth16Error {
+    move |err| Groth16Error::Cuda {
+        what: what(),
+        detail: describe(err),
+    }
+}
+
+/// `CUDA_ERROR_NOT_FOUND (named symbol not found)`. Only called for errors
+/// the driver returned, so the driver library is loaded.
+pub(crate) fn describe(err: DriverError) -> String {
+    match err.error_string() {
+        Ok(text) => format!("{:?} ({})", err.0, text.to_string_lossy()),
+        Err(_) => format!("{:?}", err.0),
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (caches and a label), so poisoning is ignored rather than propagated.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,57 @@
+//! The CUDA runtime layer: devices, embedded PTX modules, typed device
+//! buffers and kernel launches, over cudarc's driver API.
+//!
+//! - [`Gpu::get`] gives the process-wide handle of one device: its primary
+//!   context and one stream on which every copy and launch of this layer is
+//!   ordered. Without the CUDA driver library, or without the device, it
+//!   returns [`Groth16Error::NoGpu`](crate::Groth16Error::NoGpu) instead of
+//!   panicking, so code built with this crate runs on machines without a GPU.
+//! - PTX modules are compiled from `kernels/<name>.cu` by `cargo xtask ptx`,
+//!   committed under `kernels/ptx/` and embedded in the binary
+//!   ([`ptx::MODULES`]); a module is JIT-loaded on a device the first time one
+//!   of its kernels is asked for, and cached on that [`Gpu`].
+//! - [`DeviceBuffer<T>`] holds `T`s in device memory with exactly the bytes
+//!   `T` has in host memory: for blstrs types, Montgomery form with
+//!   little-endian 64-bit limbs ([`DeviceElem`] lists the types).
+//! - [`Kernel`] is one `extern "C"` entry point of a module; its launches go
+//!   through [`KernelArgs::launch`], whose errors name the module and the
+//!   kernel.
+//!
+//! ```no_run
+//! use cuzk_groth16_cuda::cuda::{Gpu, grid_1d};
+//! # fn main() -> cuzk_groth16_cuda::Result<()> {
+//! let gpu = Gpu::get(0)?;
+//! let a = gpu.upload(&[blstrs::Scalar::from(3u64); 1000])?;
+//! let mut out = gpu.alloc_zeros::<blstrs::Scalar>(a.len())?;
+//! let n = a.len() as u32;
+//! let kernel = gpu.kernel("arith", "arith_fr_sqr_bls12_381")?;
+//! // SAFETY: arith_fr_sqr_bls12_381(fr_t* out, const fr_t* a, uint32_t n)
+//! // takes exactly these arguments, both buffers hold n elements, and the
+//! // kernel touches index i only when i < n.
+//! unsafe {
+//!     kernel
+//!         .args()
+//!         .buf_mut(&mut out)
+//!         .buf(&a)
+//!         .arg(&n)
+//!         .launch(grid_1d(a.len(), 256)?)?;
+//! }
+//! let squares: Vec<blstrs::Scalar> = out.download()?;
+//! # let _ = squares;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Which worker may launch on which device, and when, is decided by
+//! `gpu-sched` and the engine; this layer only carries out what it is told.
+
+mod buffer;
+mod gpu;
+mod launch;
+pub mod ptx;
+
+pub use buffer::{DeviceBuffer, DeviceElem};
+pub use cudarc::driver::{DeviceRepr, LaunchConfig};
+pub use gpu::{Gpu, LAUNCH_BLOCKING_ENV};
+pub use launch::{Kernel, KernelArgs, MAX_BLOCK_SIZE, grid_1d};
+pub use ptx::PtxModule;
