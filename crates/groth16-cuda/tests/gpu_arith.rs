@@ -160,13 +160,7 @@ fn field_ops<F: PrimeField + DeviceElem + Send + Sync>(
         (F_INV, "inv", |x, _| x.invert().unwrap_or(F::ZERO)),
     ];
     for (op, name, f) in ops {
-        // Inversion is a 255- or 381-step exponentiation per element: a
-        // smaller sample keeps the test short.
-        let n = if op == F_INV {
-            a.len().min(1 << 14)
-        } else {
-            a.len()
-        };
+        let n = a.len();
         let got: Vec<F> = launch(gpu, kernel, op, &a[..n], &b[..n]);
         let want: Vec<F> = (0..n).into_par_iter().map(|i| f(&a[i], &b[i])).collect();
         check(&format!("{kernel} {name}"), &got, &want, show);
@@ -231,11 +225,7 @@ fn fq_matches_blstrs() {
         (F_INV, "inv", |x, _| x.invert().unwrap_or(Fp::ZERO)),
     ];
     for (op, name, f) in ops {
-        let n = if op == F_INV {
-            a.len().min(1 << 14)
-        } else {
-            a.len()
-        };
+        let n = a.len();
         let got: Vec<Fp> = launch(&gpu, "arith_fq_bls12_381", op, &a[..n], &b[..n]);
         let want: Vec<Fp> = (0..n).into_par_iter().map(|i| f(&a[i], &b[i])).collect();
         check(&format!("fq {name}"), &got, &want, show);
@@ -327,11 +317,7 @@ fn fq2_matches_blstrs() {
         (F_INV, "inv", |x, _| x.invert().unwrap_or(Fp2::ZERO)),
     ];
     for (op, name, f) in ops {
-        let n = if op == F_INV {
-            a.len().min(1 << 13)
-        } else {
-            a.len()
-        };
+        let n = a.len();
         let got: Vec<Fp2> = launch(&gpu, "arith_fq2_bls12_381", op, &a[..n], &b[..n]);
         let want: Vec<Fp2> = (0..n).into_par_iter().map(|i| f(&a[i], &b[i])).collect();
         check(&format!("fq2 {name}"), &got, &want, show);
