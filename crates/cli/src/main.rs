@@ -34,6 +34,10 @@ struct Cli {
 enum Command {
     /// Generate random Groth16 parameters for a built-in circuit (bellperson's file format).
     Setup {
+        /// Write FAKE parameters: the right sizes, filled with cheap pseudo-random points, for
+        /// timing at sizes where a real setup takes too long. Proofs made with them never verify.
+        #[arg(long)]
+        fake: bool,
         /// Built-in circuit, e.g. `porep:12` (see `cuzk circuits`).
         #[arg(long)]
         circuit: CircuitSpec,
@@ -62,6 +66,11 @@ enum Command {
         /// Do not verify the proof before writing it.
         #[arg(long)]
         no_verify: bool,
+        /// Skip the subgroup check of every parameter point (points are still checked to be on
+        /// the curve): for large parameter files whose integrity is checked another way (a
+        /// digest). The full check costs about 25 µs per point.
+        #[arg(long)]
+        trusted_params: bool,
     },
     /// Verify a proof of a built-in circuit instance.
     Verify {
@@ -115,8 +124,24 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Setup { circuit, out, seed } => {
+        Command::Setup {
+            fake,
+            circuit,
+            out,
+            seed,
+        } => {
             let start = Instant::now();
+            if fake {
+                let pce = Pce::record(circuit.build(0))?;
+                cuzk_groth16_cuda::fake::write_fake_params(&out, &pce, seed.unwrap_or(0))?;
+                println!(
+                    "wrote FAKE parameters for {circuit} to {} ({:.2?}): for timing only, proofs \
+                     made with them never verify",
+                    out.display(),
+                    start.elapsed()
+                );
+                return Ok(());
+            }
             let params = setup(&circuit, seed)?;
             cuzk_groth16_cuda::write_params(&out, &params)?;
             println!(
@@ -132,7 +157,8 @@ fn run(cli: Cli) -> Result<()> {
             out,
             rs_seed,
             no_verify,
-        } => prove_cmd(&instance, &params, &out, rs_seed, no_verify),
+            trusted_params,
+        } => prove_cmd(&instance, &params, &out, rs_seed, no_verify, trusted_params),
         Command::Verify {
             instance,
             params,
@@ -178,9 +204,18 @@ fn prove_cmd(
     out: &Path,
     rs_seed: Option<u64>,
     no_verify: bool,
+    trusted_params: bool,
 ) -> Result<()> {
     let circuit = &instance.circuit;
-    let params = cuzk_groth16_cuda::read_params(params_path, true)?;
+    let params = cuzk_groth16_cuda::read_params(params_path, !trusted_params)?;
+    let fake = cuzk_groth16_cuda::fake::is_fake(&params.vk);
+    if fake {
+        eprintln!(
+            "WARNING: {} holds FAKE parameters (cuzk setup --fake): the proof will be made for \
+             timing but it can NEVER verify",
+            params_path.display()
+        );
+    }
     let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
     let (r, s) = randomness(rs_seed);
     let prover = CpuProver;
@@ -193,7 +228,7 @@ fn prove_cmd(
         s,
     )
     .with_context(|| format!("proving {circuit}"))?;
-    if !no_verify {
+    if !no_verify && !fake {
         let inputs = Witness::synthesize(circuit.build(instance.witness_seed))?;
         let pvk = prepare_verifying_key(&params.vk);
         if !verify_proof(&pvk, &output.proof, inputs.public_inputs())? {
@@ -207,7 +242,12 @@ fn prove_cmd(
     let bytes = proof_bytes(&output.proof);
     cuzk_groth16_cuda::write_atomically(out, |w| std::io::Write::write_all(w, &bytes))?;
     println!(
-        "wrote proof of {circuit} to {} ({} backend, {:.2?})",
+        "wrote {}proof of {circuit} to {} ({} backend, {:.2?})",
+        if fake {
+            "UNVERIFIABLE (fake parameters) "
+        } else {
+            ""
+        },
         out.display(),
         prover.name(),
         output.timings.total()
@@ -235,6 +275,12 @@ fn read_proof(path: &Path) -> Result<Proof<Bls12>> {
 
 fn verify_cmd(instance: &Instance, params_path: &Path, proof_path: &Path) -> Result<()> {
     let vk = cuzk_groth16_cuda::read_verifying_key(params_path)?;
+    if cuzk_groth16_cuda::fake::is_fake(&vk) {
+        bail!(
+            "{} holds FAKE parameters (cuzk setup --fake): no proof can verify against them",
+            params_path.display()
+        );
+    }
     let proof = read_proof(proof_path)?;
     let witness = Witness::synthesize(instance.circuit.build(instance.witness_seed))?;
     let inputs = witness.public_inputs();

@@ -221,6 +221,51 @@ fn setup_prove_verify_and_bad_input() {
 }
 
 #[test]
+fn fake_parameters_prove_but_are_reported_unverifiable() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = dir.path().join("fake.params");
+    let proof = dir.path().join("fake.proof");
+    let out = ok(&[
+        "setup",
+        "--fake",
+        "--circuit",
+        "porep:10",
+        "--out",
+        s(&params),
+    ]);
+    assert!(out.contains("FAKE"), "{out}");
+    let run = cuzk(&[
+        "prove",
+        "--circuit",
+        "porep:10",
+        "--params",
+        s(&params),
+        "--out",
+        s(&proof),
+    ]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("WARNING") && stderr.contains("FAKE"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("UNVERIFIABLE"), "{stdout}");
+    let err = fails(&[
+        "verify",
+        "--circuit",
+        "porep:10",
+        "--params",
+        s(&params),
+        "--proof",
+        s(&proof),
+    ]);
+    assert!(err.contains("FAKE parameters"), "{err}");
+}
+
+#[test]
 fn demo_prints_a_verified_identical_proof_with_timings() {
     let out = ok(&["demo", "--circuit", "mul-chain:8"]);
     for needle in [

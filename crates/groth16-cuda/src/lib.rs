@@ -14,6 +14,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod error;
+pub mod fake;
 pub mod params;
 pub mod prover;
 
