@@ -3,12 +3,11 @@
 //! It is the reference that every GPU routine is tested against.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bellperson::domain::EvaluationDomain;
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cuzk_synth::{Density, Pce};
+use cuzk_synth::{Abc, Density, Pce};
 use ec_gpu_gen::multiexp_cpu::{
     DensityTracker, FullDensity, QueryDensity, SourceBuilder, multiexp_cpu,
 };
@@ -17,9 +16,7 @@ use ff::PrimeField;
 use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
 
-use crate::prover::{
-    AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, assemble,
-};
+use crate::prover::{AbcInput, MsmResults, Prover, ProverInput, StageTimings, Staged};
 use crate::{Bls12, Groth16Error, Result, check_params};
 
 /// The CPU prover.
@@ -31,33 +28,41 @@ impl Prover for CpuProver {
         "cpu"
     }
 
-    fn prove(
+    fn prepare(
         &self,
         input: ProverInput<'_>,
         params: &Parameters<Bls12>,
-        r: Scalar,
-        s: Scalar,
-    ) -> Result<ProofOutput> {
-        let pce = input.pce;
-        let mut timings = StageTimings::default();
-        check_params(params, pce)?;
-        cuzk_synth::spmv::check_shape(pce, input.witness)?;
+        timings: &mut StageTimings,
+    ) -> Result<Staged> {
+        check_params(params, input.pce)?;
+        cuzk_synth::spmv::check_shape(input.pce, input.witness)?;
+        Ok(match input.abc {
+            AbcInput::Evaluated { .. } => Staged::default(),
+            AbcInput::FromPce => Staged::new(
+                timings.time("spmv", || cuzk_synth::evaluate(input.pce, input.witness))?,
+            ),
+        })
+    }
 
-        let owned;
-        let (a, b, c) = match input.abc {
-            AbcInput::Evaluated { a, b, c } => (a, b, c),
-            AbcInput::FromPce => {
-                owned = timings.time("spmv", || cuzk_synth::evaluate(pce, input.witness))?;
-                (&owned.a[..], &owned.b[..], &owned.c[..])
+    fn kernel_region(
+        &self,
+        input: ProverInput<'_>,
+        params: &Parameters<Bls12>,
+        staged: Staged,
+        timings: &mut StageTimings,
+    ) -> Result<MsmResults> {
+        let owned = staged.take::<Abc>();
+        let (a, b, c) = match (input.abc, &owned) {
+            (AbcInput::Evaluated { a, b, c }, _) => (a, b, c),
+            (AbcInput::FromPce, Some(abc)) => (&abc.a[..], &abc.b[..], &abc.c[..]),
+            (AbcInput::FromPce, None) => {
+                return Err(Groth16Error::NotPrepared {
+                    backend: self.name(),
+                });
             }
         };
-
         let h = timings.time("h (ntt)", || compute_h(a, b, c))?;
-        let msm = msms(pce, input.witness, params, &h, &mut timings)?;
-        let start = Instant::now();
-        let proof = assemble(&params.vk, &msm, r, s)?;
-        timings.push("assemble", start.elapsed());
-        Ok(ProofOutput { proof, timings })
+        msms(input.pce, input.witness, params, &h, timings)
     }
 }
 

@@ -94,6 +94,10 @@ pub enum Groth16Error {
         device: usize,
         host: usize,
     },
+
+    /// A kernel region was run without the state its `prepare` stages.
+    #[error("the {backend} backend's kernel region ran without its prepare step")]
+    NotPrepared { backend: &'static str },
 }
 
 /// `Result` with [`Groth16Error`].

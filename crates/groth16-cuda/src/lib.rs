@@ -21,7 +21,9 @@ pub mod prover;
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};
 pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};
-pub use prover::{AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, assemble};
+pub use prover::{
+    AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged, assemble,
+};
 
 /// The pairing engine every cuzk proof is over.
 pub type Bls12 = blstrs::Bls12;

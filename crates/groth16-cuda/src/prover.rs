@@ -1,6 +1,7 @@
 //! The backend trait, its inputs and outputs, and the proof assembly that
 //! every backend shares.
 
+use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
@@ -77,19 +78,88 @@ pub struct ProofOutput {
     pub timings: StageTimings,
 }
 
+/// What a backend's [`Prover::prepare`] hands to its
+/// [`Prover::kernel_region`]: host or device state staged outside the lock
+/// (a/b/c the backend evaluated itself, buffers already uploaded). Opaque to
+/// callers; a backend downcasts its own type.
+#[derive(Default)]
+pub struct Staged(Option<Box<dyn Any + Send>>);
+
+impl Staged {
+    /// Wraps a backend's staged state.
+    pub fn new<T: Any + Send>(state: T) -> Self {
+        Staged(Some(Box::new(state)))
+    }
+
+    /// The state, if it is a `T`.
+    pub fn take<T: Any>(self) -> Option<T> {
+        self.0.and_then(|b| b.downcast::<T>().ok()).map(|b| *b)
+    }
+}
+
+impl fmt::Debug for Staged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Staged(..)"
+        } else {
+            "Staged(none)"
+        })
+    }
+}
+
 /// A Groth16 backend: same inputs, same bytes as bellperson's `create_proof`.
+///
+/// The work is split as design.md's steps are, so a scheduler can hold a
+/// device lock only around [`kernel_region`](Prover::kernel_region):
+/// [`prepare`](Prover::prepare) (outside any lock), the kernel region (H and
+/// the five MSMs), and the epilogue [`assemble`] (outside the lock, CPU).
+/// [`prove`](Prover::prove) runs all three.
 pub trait Prover: Send + Sync + fmt::Debug {
     /// Short name for logs and reports ("cpu", "cuda").
     fn name(&self) -> &'static str;
 
-    /// Proves one circuit instance with the randomness r and s.
+    /// Device memory the kernel region of one partition of this shape uses
+    /// beyond resident parameters, for reservations; 0 for CPU backends.
+    fn device_bytes(&self, pce: &Pce) -> u64 {
+        let _ = pce;
+        0
+    }
+
+    /// Outside any lock: checks the parameters and the witness against the
+    /// PCE and stages what the kernel region needs.
+    fn prepare(
+        &self,
+        input: ProverInput<'_>,
+        params: &Parameters<Bls12>,
+        timings: &mut StageTimings,
+    ) -> Result<Staged>;
+
+    /// The kernel region: H and the five MSMs.
+    fn kernel_region(
+        &self,
+        input: ProverInput<'_>,
+        params: &Parameters<Bls12>,
+        staged: Staged,
+        timings: &mut StageTimings,
+    ) -> Result<MsmResults>;
+
+    /// Proves one circuit instance with the randomness r and s: prepare, the
+    /// kernel region, then [`assemble`].
     fn prove(
         &self,
         input: ProverInput<'_>,
         params: &Parameters<Bls12>,
         r: Scalar,
         s: Scalar,
-    ) -> Result<ProofOutput>;
+    ) -> Result<ProofOutput> {
+        let mut timings = StageTimings::default();
+        let staged = self.prepare(input, params, &mut timings)?;
+        let msm = self.kernel_region(input, params, staged, &mut timings)?;
+        let start = std::time::Instant::now();
+        let proof = assemble(&params.vk, &msm, r, s)?;
+        timings.push("assemble", start.elapsed());
+        Ok(ProofOutput { proof, timings })
+    }
 }
 
 /// The five multi-scalar multiplications of a proof, each over the whole
