@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Parameters, Proof, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
 use clap::{Parser, Subcommand};
-use cuzk_groth16_cuda::{Bls12, CpuProver, Prover};
+use cuzk_groth16_cuda::{Bls12, CpuProver, GpuProver, Prover};
 use cuzk_synth::circuits::CircuitSpec;
 use cuzk_synth::{Pce, Witness};
 use ff::Field;
@@ -66,6 +66,9 @@ enum Command {
         /// Do not verify the proof before writing it.
         #[arg(long)]
         no_verify: bool,
+        /// Where to prove: the CUDA backend, the CPU backend, or the GPU when there is one.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
         /// Skip the subgroup check of every parameter point (points are still checked to be on
         /// the curve): for large parameter files whose integrity is checked another way (a
         /// digest). The full check costs about 25 µs per point.
@@ -89,9 +92,39 @@ enum Command {
         /// Built-in circuit.
         #[arg(long, default_value = "porep:12")]
         circuit: CircuitSpec,
+        /// Where to prove: the CUDA backend, the CPU backend, or the GPU when there is one.
+        #[arg(long, value_enum, default_value_t = Backend::Auto)]
+        backend: Backend,
     },
     /// List the built-in circuit families.
     Circuits,
+}
+
+/// Which prover backend to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Backend {
+    /// The GPU when the CUDA driver and a device are there, else the CPU.
+    Auto,
+    /// The CUDA backend on GPU 0 (an error without one).
+    Gpu,
+    /// The CPU backend.
+    Cpu,
+}
+
+fn make_prover(backend: Backend) -> Result<Box<dyn Prover>> {
+    Ok(match backend {
+        Backend::Cpu => Box::new(CpuProver),
+        Backend::Gpu => Box::new(
+            GpuProver::new(0).context("--backend gpu needs a CUDA device; use --backend cpu")?,
+        ),
+        Backend::Auto => match GpuProver::new(0) {
+            Ok(gpu) => Box::new(gpu),
+            Err(e) => {
+                tracing::info!("no usable GPU ({e}); proving on the CPU");
+                Box::new(CpuProver)
+            }
+        },
+    })
 }
 
 /// A built-in circuit instance: its shape and the seed of its witness.
@@ -157,14 +190,23 @@ fn run(cli: Cli) -> Result<()> {
             out,
             rs_seed,
             no_verify,
+            backend,
             trusted_params,
-        } => prove_cmd(&instance, &params, &out, rs_seed, no_verify, trusted_params),
+        } => prove_cmd(
+            &instance,
+            &params,
+            &out,
+            rs_seed,
+            no_verify,
+            backend,
+            trusted_params,
+        ),
         Command::Verify {
             instance,
             params,
             proof,
         } => verify_cmd(&instance, &params, &proof),
-        Command::Demo { circuit } => demo(&circuit),
+        Command::Demo { circuit, backend } => demo(&circuit, backend),
         Command::Circuits => {
             for (name, what) in CircuitSpec::families() {
                 println!("{name:<16} {what}");
@@ -204,6 +246,7 @@ fn prove_cmd(
     out: &Path,
     rs_seed: Option<u64>,
     no_verify: bool,
+    backend: Backend,
     trusted_params: bool,
 ) -> Result<()> {
     let circuit = &instance.circuit;
@@ -218,9 +261,9 @@ fn prove_cmd(
     }
     let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
     let (r, s) = randomness(rs_seed);
-    let prover = CpuProver;
+    let prover = make_prover(backend)?;
     let output = cuzk_engine::prove_partition(
-        &prover,
+        prover.as_ref(),
         &pce,
         circuit.build(instance.witness_seed),
         &params,
@@ -308,8 +351,9 @@ fn verify_cmd(instance: &Instance, params_path: &Path, proof_path: &Path) -> Res
     }
 }
 
-fn demo(circuit: &CircuitSpec) -> Result<()> {
+fn demo(circuit: &CircuitSpec, backend: Backend) -> Result<()> {
     println!("cuzk demo: {circuit}");
+    let prover = make_prover(backend)?;
     let t = Instant::now();
     let params = setup(circuit, Some(1))?;
     println!(
@@ -332,11 +376,10 @@ fn demo(circuit: &CircuitSpec) -> Result<()> {
     );
 
     let (r, s) = randomness(Some(2));
-    let prover = CpuProver;
-    let out = cuzk_engine::prove_partition(&prover, &pce, circuit.build(1), &params, r, s)?;
+    let out = cuzk_engine::prove_partition(prover.as_ref(), &pce, circuit.build(1), &params, r, s)?;
     print!("{}", out.timings);
     println!(
-        "  prove total  {:>10.3} ms  ({} backend; no GPU backend exists yet)",
+        "  prove total  {:>10.3} ms  ({} backend)",
         out.timings.total().as_secs_f64() * 1e3,
         prover.name()
     );

@@ -98,6 +98,21 @@ pub enum Groth16Error {
     /// A kernel region was run without the state its `prepare` stages.
     #[error("the {backend} backend's kernel region ran without its prepare step")]
     NotPrepared { backend: &'static str },
+
+    /// An NTT was asked for on a size, or with buffers, it cannot take.
+    #[error("cannot run the NTT: {detail}")]
+    NttSize { detail: String },
+
+    /// An MSM's scalars (or its density) use more points than were uploaded.
+    #[error(
+        "the MSM needs {needed} bases but only {available} are uploaded: the scalars or the density \
+         belong to a larger circuit than these parameters"
+    )]
+    MsmTooFewBases { needed: usize, available: usize },
+
+    /// MSM inputs that do not fit together or exceed what the kernels index.
+    #[error("MSM inputs do not fit: {detail}")]
+    MsmShape { detail: String },
 }
 
 /// `Result` with [`Groth16Error`].

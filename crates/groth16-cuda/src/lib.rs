@@ -15,11 +15,17 @@ pub mod cpu;
 pub mod cuda;
 pub mod error;
 pub mod fake;
+pub mod gpu;
+pub mod msm;
+pub mod ntt;
 pub mod params;
 pub mod prover;
 
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};
+pub use gpu::GpuProver;
+pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
+pub use ntt::{GpuNtt, HBuffers, Upload};
 pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};
 pub use prover::{
     AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged, assemble,

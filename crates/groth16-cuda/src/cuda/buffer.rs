@@ -228,6 +228,37 @@ impl<T: DeviceElem> DeviceBuffer<T> {
         self.gpu.synchronize_for(&what())
     }
 
+    /// Overwrites elements `offset..offset + src.len()` with `src`, leaving
+    /// the rest as it is: zero-padded uploads (`alloc_zeros(m)` then a copy of
+    /// the first n) and buffers assembled from several host slices.
+    pub fn copy_from_host_at(&mut self, offset: usize, src: &[T]) -> Result<()> {
+        let end = offset.checked_add(src.len()).filter(|&e| e <= self.len);
+        let Some(end) = end else {
+            return Err(Groth16Error::CopyLength {
+                what: "from the host at an offset past the end",
+                device: self.len,
+                host: offset.saturating_add(src.len()),
+            });
+        };
+        if src.is_empty() {
+            return Ok(());
+        }
+        let ordinal = self.gpu.ordinal();
+        let what = || {
+            format!(
+                "copying {} x {} to GPU {ordinal} at offset {offset}",
+                src.len(),
+                short_type_name::<T>()
+            )
+        };
+        let stream = self.gpu.stream();
+        let mut view = self.slice.slice_mut(offset..end);
+        stream
+            .memcpy_htod(as_elems(src), &mut view)
+            .map_err(super::gpu::driver_error(what))?;
+        self.gpu.synchronize_for(&what())
+    }
+
     fn check_len(&self, what: &'static str, host: usize) -> Result<()> {
         if host == self.len {
             Ok(())

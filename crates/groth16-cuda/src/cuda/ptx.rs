@@ -48,6 +48,10 @@ macro_rules! embed {
 pub static MODULES: &[PtxModule] = &[
     embed!("arith"),
     embed!("arith_bench"),
+    embed!("msm"),
+    embed!("msm_g1"),
+    embed!("msm_g2"),
+    embed!("ntt"),
 ];
 
 /// The embedded module called `name`.

@@ -1,0 +1,261 @@
+//! The PCE cache (recorded matrices per circuit shape) and the parameter
+//! manager (each parameter set loaded once, shared by every job that uses
+//! it). Both hold their entries' budget charges; an entry is *idle* when no
+//! job holds it, and idle entries are evicted least recently used first when
+//! memory is needed, or on request.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bellperson::groth16::Parameters;
+use blstrs::{G1Affine, G2Affine};
+use cuzk_groth16_cuda::Bls12;
+use cuzk_pinned_pool::Pool;
+use cuzk_synth::Pce;
+
+use crate::budget::{Charge, Reclaim};
+
+/// Names a circuit shape: every partition of every job with this id must
+/// have the same R1CS. Change the id when the circuit changes (it also names
+/// the on-disk PCE).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShapeId(pub String);
+
+impl fmt::Display for ShapeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for ShapeId {
+    fn from(s: &str) -> Self {
+        ShapeId(s.to_owned())
+    }
+}
+
+impl From<String> for ShapeId {
+    fn from(s: String) -> Self {
+        ShapeId(s)
+    }
+}
+
+/// Which parameter set a job uses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ParamsRef {
+    /// A file in bellperson's format, loaded on first use (charged by its
+    /// size), kept resident while memory allows and reloaded if evicted.
+    File(PathBuf),
+    /// A set handed over with `Engine::register_params`; never evicted
+    /// under pressure (it could not be reloaded), only on request.
+    Key(String),
+}
+
+impl fmt::Display for ParamsRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParamsRef::File(p) => write!(f, "{}", p.display()),
+            ParamsRef::Key(k) => write!(f, "`{k}`"),
+        }
+    }
+}
+
+impl From<PathBuf> for ParamsRef {
+    fn from(p: PathBuf) -> Self {
+        ParamsRef::File(p)
+    }
+}
+
+impl From<&std::path::Path> for ParamsRef {
+    fn from(p: &std::path::Path) -> Self {
+        ParamsRef::File(p.to_owned())
+    }
+}
+
+/// Host bytes of a parameter set in memory.
+pub fn params_bytes(p: &Parameters<Bls12>) -> u64 {
+    let g1 = size_of::<G1Affine>() as u64;
+    let g2 = size_of::<G2Affine>() as u64;
+    let g1_points = p.h.len() + p.l.len() + p.a.len() + p.b_g1.len() + p.vk.ic.len() + 3;
+    let g2_points = p.b_g2.len() + 3;
+    g1_points as u64 * g1 + g2_points as u64 * g2
+}
+
+struct Entry<T> {
+    value: Arc<T>,
+    charge: Charge,
+    last_used: u64,
+    evictable: bool,
+}
+
+/// A cache of shared values with budget charges, evicting idle entries
+/// least recently used first.
+pub(crate) struct Cache<K, T> {
+    entries: Mutex<HashMap<K, Entry<T>>>,
+    tick: AtomicU64,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
+    pub(crate) fn new() -> Self {
+        Cache {
+            entries: Mutex::new(HashMap::new()),
+            tick: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry<T>>> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tick(&self) -> u64 {
+        self.tick.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The value, now held by the caller (so not idle until dropped).
+    pub(crate) fn get(&self, key: &K) -> Option<Arc<T>> {
+        let tick = self.tick();
+        let mut entries = self.lock();
+        let e = entries.get_mut(key)?;
+        e.last_used = tick;
+        Some(Arc::clone(&e.value))
+    }
+
+    /// Whether `key` is cached.
+    pub(crate) fn contains(&self, key: &K) -> bool {
+        self.lock().contains_key(key)
+    }
+
+    /// Adds `value` with its charge (replacing any entry of the same key)
+    /// and returns it.
+    pub(crate) fn insert(&self, key: K, value: Arc<T>, charge: Charge, evictable: bool) -> Arc<T> {
+        let tick = self.tick();
+        let old = self.lock().insert(
+            key,
+            Entry {
+                value: Arc::clone(&value),
+                charge,
+                last_used: tick,
+                evictable,
+            },
+        );
+        drop(old);
+        value
+    }
+
+    /// Number of entries.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Evicts idle evictable entries, least recently used first, until at
+    /// least `need` bytes are freed; returns the bytes freed.
+    pub(crate) fn evict_idle(&self, need: u64) -> u64 {
+        let victims = {
+            let mut entries = self.lock();
+            let mut idle: Vec<(u64, K)> = entries
+                .iter()
+                .filter(|(_, e)| e.evictable && Arc::strong_count(&e.value) == 1)
+                .map(|(k, e)| (e.last_used, k.clone()))
+                .collect();
+            idle.sort_unstable_by_key(|(t, _)| *t);
+            let mut freed = 0;
+            let mut victims = Vec::new();
+            for (_, key) in idle {
+                if freed >= need {
+                    break;
+                }
+                if let Some(e) = entries.remove(&key) {
+                    freed += e.charge.bytes();
+                    victims.push(e);
+                }
+            }
+            victims
+        };
+        // Dropped outside the lock: large frees, and charges take the
+        // budget's lock.
+        let freed = victims.iter().map(|e| e.charge.bytes()).sum();
+        drop(victims);
+        freed
+    }
+
+    /// Removes `key` if no job holds it: `Ok(true)` if removed, `Ok(false)`
+    /// if absent, `Err(users)` if in use.
+    pub(crate) fn remove_if_idle(&self, key: &K) -> Result<bool, usize> {
+        let removed = {
+            let mut entries = self.lock();
+            match entries.get(key) {
+                None => return Ok(false),
+                Some(e) if Arc::strong_count(&e.value) > 1 => {
+                    return Err(Arc::strong_count(&e.value) - 1);
+                }
+                Some(_) => entries.remove(key),
+            }
+        };
+        drop(removed);
+        Ok(true)
+    }
+}
+
+/// Frees memory for the budget: idle pinned buffers first (cheapest to get
+/// back), then idle PCEs (re-recorded or reloaded from disk), then idle
+/// parameters (reloaded from their file).
+pub(crate) struct Reclaimer {
+    pub(crate) pool: Pool,
+    pub(crate) pces: Arc<Cache<ShapeId, Pce>>,
+    pub(crate) params: Arc<Cache<ParamsRef, Parameters<Bls12>>>,
+}
+
+impl Reclaim for Reclaimer {
+    fn uncharged_idle_bytes(&self) -> u64 {
+        self.pool.stats().bytes_idle as u64
+    }
+
+    fn reclaim(&self, need: u64) -> u64 {
+        // The oldest idle buffers first, only as many as needed.
+        let held = self.pool.stats().bytes_held;
+        let target = held.saturating_sub(usize::try_from(need).unwrap_or(usize::MAX));
+        let mut freed = self.pool.trim_to(target) as u64;
+        if freed < need {
+            freed += self.pces.evict_idle(need - freed);
+        }
+        if freed < need {
+            freed += self.params.evict_idle(need - freed);
+        }
+        if freed > 0 {
+            tracing::debug!(need, freed, "memory reclaimed for the budget");
+        }
+        freed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::{ChargeKind, MemoryBudget};
+
+    #[test]
+    fn idle_entries_are_evicted_lru_and_held_ones_never() {
+        let budget = MemoryBudget::new(1000);
+        let cache: Cache<&str, u32> = Cache::new();
+        let charge = |n| budget.try_charge(n, ChargeKind::Pce).unwrap().unwrap();
+        cache.insert("a", Arc::new(1), charge(100), true);
+        cache.insert("b", Arc::new(2), charge(100), true);
+        cache.insert("pinned", Arc::new(3), charge(100), false);
+        let held = cache.get(&"a").unwrap();
+        // "b" is the only idle evictable entry.
+        assert_eq!(cache.evict_idle(1000), 100);
+        assert!(!cache.contains(&"b"));
+        assert_eq!(budget.charged(), 200);
+        assert_eq!(cache.remove_if_idle(&"a"), Err(1));
+        drop(held);
+        cache.insert("c", Arc::new(4), charge(50), true);
+        // "a" was used before "c": it goes first, and that is enough.
+        assert_eq!(cache.evict_idle(10), 100);
+        assert!(cache.contains(&"c"));
+        assert_eq!(cache.remove_if_idle(&"pinned"), Ok(true));
+        assert_eq!(cache.remove_if_idle(&"pinned"), Ok(false));
+        assert_eq!((cache.len(), budget.charged()), (1, 50));
+    }
+}

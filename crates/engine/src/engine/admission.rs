@@ -1,0 +1,377 @@
+//! Admission: one job at a time, by priority then arrival, gets its PCE,
+//! parameters and one working set into memory with a single charge.
+
+use super::*;
+
+/// Admission is one job at a time, by priority then arrival: the holder
+/// charges everything its job needs at once, so no two jobs each hold part
+/// of what the other waits for.
+#[derive(Default)]
+pub(super) struct Admission {
+    pub(super) st: Mutex<AdmissionState>,
+}
+
+#[derive(Default)]
+pub(super) struct AdmissionState {
+    pub(super) held: bool,
+    pub(super) waiting: BTreeSet<(Reverse<Priority>, u64)>,
+    pub(super) next: u64,
+    /// The holder's priority while it waits for memory: partitions of lower
+    /// jobs then run only on their reserved working sets.
+    pub(super) gate: Option<Priority>,
+}
+
+impl Admission {
+    pub(super) fn lock(&self) -> MutexGuard<'_, AdmissionState> {
+        self.st.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Waits for the admission slot; `None` once `stop()` holds.
+    pub(super) fn acquire<'a>(
+        &'a self,
+        signal: &'a Signal,
+        priority: Priority,
+        stop: &dyn Fn() -> bool,
+    ) -> Option<AdmissionSlot<'a>> {
+        let ticket = {
+            let mut st = self.lock();
+            let t = st.next;
+            st.next += 1;
+            st.waiting.insert((Reverse(priority), t));
+            t
+        };
+        loop {
+            let seen = signal.current();
+            {
+                let mut st = self.lock();
+                if !st.held && st.waiting.first() == Some(&(Reverse(priority), ticket)) {
+                    st.waiting.pop_first();
+                    st.held = true;
+                    return Some(AdmissionSlot {
+                        admission: self,
+                        signal,
+                        priority,
+                    });
+                }
+                if stop() {
+                    st.waiting.remove(&(Reverse(priority), ticket));
+                    drop(st);
+                    signal.bump();
+                    return None;
+                }
+            }
+            signal.wait_past(seen);
+        }
+    }
+
+    /// Whether a partition of `priority` must leave free memory to the
+    /// admission holder.
+    pub(super) fn gates(&self, priority: Priority) -> bool {
+        self.lock().gate.is_some_and(|g| g > priority)
+    }
+}
+
+pub(super) struct AdmissionSlot<'a> {
+    pub(super) admission: &'a Admission,
+    pub(super) signal: &'a Signal,
+    pub(super) priority: Priority,
+}
+
+impl AdmissionSlot<'_> {
+    pub(super) fn higher_waiting(&self) -> bool {
+        self.admission
+            .lock()
+            .waiting
+            .first()
+            .is_some_and(|(Reverse(p), _)| *p > self.priority)
+    }
+
+    pub(super) fn set_gate(&self, on: bool) {
+        let changed = {
+            let mut st = self.admission.lock();
+            let new = on.then_some(self.priority);
+            std::mem::replace(&mut st.gate, new) != new
+        };
+        if changed && !on {
+            self.signal.bump();
+        }
+    }
+}
+
+impl Drop for AdmissionSlot<'_> {
+    fn drop(&mut self) {
+        {
+            let mut st = self.admission.lock();
+            st.held = false;
+            st.gate = None;
+        }
+        self.signal.bump();
+    }
+}
+
+pub(super) enum AdmitError {
+    /// A higher-priority job waits for admission: give up everything held
+    /// and queue again behind it.
+    Yield,
+    /// The on-disk PCE was bad and is set aside: try again without it.
+    Retry,
+    Fail(EngineError),
+}
+
+impl From<EngineError> for AdmitError {
+    fn from(e: EngineError) -> Self {
+        AdmitError::Fail(e)
+    }
+}
+
+pub(super) fn file_len(path: &std::path::Path) -> Result<u64> {
+    std::fs::metadata(path)
+        .map(|m| m.len())
+        .map_err(|source| EngineError::ParamsIo {
+            path: path.to_owned(),
+            source,
+        })
+}
+
+pub(super) fn load_params(shared: &Shared, path: &std::path::Path) -> Result<Parameters<Bls12>> {
+    cuzk_groth16_cuda::read_params(path, shared.config.params_subgroup_check).map_err(|source| {
+        EngineError::Params {
+            id: path.display().to_string(),
+            source,
+        }
+    })
+}
+
+/// Charges `need` for the admission holder, waiting for room; yields to a
+/// higher-priority job waiting for admission.
+pub(super) fn wait_charge(
+    shared: &Shared,
+    slot: &AdmissionSlot<'_>,
+    need: u64,
+    stop: &dyn Fn() -> bool,
+) -> std::result::Result<Charge, AdmitError> {
+    loop {
+        let seen = shared.signal.current();
+        if let Some(charge) = shared.budget.try_charge(need, ChargeKind::WorkingSet)? {
+            slot.set_gate(false);
+            return Ok(charge);
+        }
+        if stop() {
+            slot.set_gate(false);
+            return Err(AdmitError::Fail(EngineError::WaitCancelled {
+                waiting_for: "host memory",
+            }));
+        }
+        if slot.higher_waiting() {
+            slot.set_gate(false);
+            return Err(AdmitError::Yield);
+        }
+        slot.set_gate(true);
+        shared.signal.wait_past(seen);
+    }
+}
+
+pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+pub(super) enum PceSource {
+    Cached(Arc<Pce>),
+    Disk(PathBuf, pce_file::PceFileInfo),
+    Recorded(Box<Pce>),
+}
+
+/// The on-disk PCE of `shape`, if the directory is set and holds a readable
+/// header for it; a bad file is set aside (renamed `.bad`) and logged.
+pub(super) fn disk_pce(
+    shared: &Shared,
+    shape: &ShapeId,
+) -> Option<(PathBuf, pce_file::PceFileInfo)> {
+    let dir = shared.config.pce_cache_dir.as_ref()?;
+    let path = dir.join(pce_file::file_name(&shape.0));
+    if !path.exists() {
+        return None;
+    }
+    match pce_file::read_pce_info(&path) {
+        Ok(info) if info.shape == shape.0 => Some((path, info)),
+        Ok(info) => {
+            tracing::warn!(path = %path.display(), found = %info.shape, expected = %shape,
+                "PCE file is for another shape; recording instead");
+            None
+        }
+        Err(error) => {
+            set_aside(&path, &error);
+            None
+        }
+    }
+}
+
+pub(super) fn set_aside(path: &std::path::Path, error: &EngineError) {
+    let bad = path.with_extension("pce.bad");
+    tracing::warn!(%error, moved_to = %bad.display(), "unusable PCE file set aside; recording instead");
+    if let Err(e) = std::fs::rename(path, &bad) {
+        tracing::warn!(error = %e, path = %path.display(), "could not set the PCE file aside");
+    }
+}
+
+pub(super) fn record_pce(job: &JobState, record: &RecordFn) -> Result<Pce> {
+    let _s = tracing::info_span!("pce_record", job = job.id.0, shape = %job.shape).entered();
+    match panic::catch_unwind(AssertUnwindSafe(record)) {
+        Ok(Ok(pce)) => Ok(pce),
+        Ok(Err(EngineError::Synth(source))) => Err(EngineError::PartitionSynthesis {
+            job: job.id,
+            partition: 0,
+            source,
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(panic) => Err(EngineError::Panicked {
+            job: job.id,
+            partition: 0,
+            stage: "pce_record",
+            message: panic_message(&*panic),
+        }),
+    }
+}
+
+/// Gets everything `job` needs into memory and charged, in one charge.
+pub(super) fn try_admit(
+    shared: &Shared,
+    job: &JobState,
+    slot: &AdmissionSlot<'_>,
+    record: &RecordFn,
+) -> std::result::Result<(), AdmitError> {
+    let source = match shared.pces.get(&job.shape) {
+        Some(p) => PceSource::Cached(p),
+        None => match disk_pce(shared, &job.shape) {
+            Some((path, info)) => PceSource::Disk(path, info),
+            None => PceSource::Recorded(Box::new(record_pce(job, record)?)),
+        },
+    };
+    let (counts, pce_bytes, pce_cached) = match &source {
+        PceSource::Cached(p) => (ShapeCounts::of(p), p.bytes() as u64, true),
+        PceSource::Recorded(p) => (ShapeCounts::of(p), p.bytes() as u64, false),
+        PceSource::Disk(_, info) => (
+            ShapeCounts {
+                num_inputs: info.num_inputs,
+                num_aux: info.num_aux,
+                num_constraints: info.num_constraints,
+            },
+            info.file_bytes,
+            false,
+        ),
+    };
+    let cached_params = shared.params.get(&job.params_ref);
+    let params_bytes_now = match (&cached_params, &job.params_ref) {
+        (Some(p), _) => params_bytes(p),
+        (None, ParamsRef::File(path)) => file_len(path)?,
+        (None, ParamsRef::Key(key)) => {
+            return Err(EngineError::ParamsNotRegistered { key: key.clone() }.into());
+        }
+    };
+    let ws = working_set_bytes(counts, &*shared.prover);
+    let total = shared.budget.total();
+    let need_all = pce_bytes + params_bytes_now + ws;
+    if need_all > total {
+        return Err(EngineError::JobNeverFits {
+            job: job.id,
+            need_bytes: need_all,
+            pce_bytes,
+            params_bytes: params_bytes_now,
+            working_set_bytes: ws,
+            budget_bytes: total,
+        }
+        .into());
+    }
+    let need_now = ws
+        + if pce_cached { 0 } else { pce_bytes }
+        + if cached_params.is_some() {
+            0
+        } else {
+            params_bytes_now
+        };
+    let mut charge = wait_charge(shared, slot, need_now, &|| job.is_terminated())?;
+
+    let pce = match source {
+        PceSource::Cached(p) => p,
+        PceSource::Recorded(pce) => {
+            let c = charge.split(pce_bytes, ChargeKind::Pce);
+            if let Some(dir) = &shared.config.pce_cache_dir {
+                let path = dir.join(pce_file::file_name(&job.shape.0));
+                if let Err(error) = pce_file::write_pce(&path, &job.shape.0, &pce) {
+                    tracing::warn!(%error, "could not write the PCE file; continuing without it");
+                }
+            }
+            shared
+                .pces
+                .insert(job.shape.clone(), Arc::from(pce), c, true)
+        }
+        PceSource::Disk(path, _) => match pce_file::read_pce(&path, &job.shape.0, Some(counts)) {
+            Ok(pce) => {
+                let c = charge.split(pce_bytes, ChargeKind::Pce);
+                shared
+                    .pces
+                    .insert(job.shape.clone(), Arc::new(pce), c, true)
+            }
+            Err(error) => {
+                set_aside(&path, &error);
+                return Err(AdmitError::Retry);
+            }
+        },
+    };
+    let params = match cached_params {
+        Some(p) => p,
+        None => {
+            let ParamsRef::File(path) = &job.params_ref else {
+                return Err(EngineError::ParamsNotRegistered {
+                    key: job.params_ref.to_string(),
+                }
+                .into());
+            };
+            let c = charge.split(params_bytes_now, ChargeKind::Params);
+            let loaded = load_params(shared, path)?;
+            shared
+                .params
+                .insert(job.params_ref.clone(), Arc::new(loaded), c, true)
+        }
+    };
+    cuzk_groth16_cuda::check_params(&params, &pce).map_err(|source| EngineError::Params {
+        id: job.params_ref.to_string(),
+        source,
+    })?;
+    let mut st = job.lock();
+    st.ws_bytes = ws;
+    st.spare = Some((charge, None));
+    st.pce = Some(pce);
+    st.params = Some(params);
+    Ok(())
+}
+
+pub(super) fn admit(shared: &Shared, job: &JobState, record: &RecordFn) -> Result<()> {
+    loop {
+        let stop = || job.is_terminated();
+        let Some(slot) = shared
+            .admission
+            .acquire(&shared.signal, job.priority, &stop)
+        else {
+            return Err(EngineError::Cancelled { job: job.id });
+        };
+        let _s = tracing::info_span!("admission", job = job.id.0).entered();
+        loop {
+            match try_admit(shared, job, &slot, record) {
+                Ok(()) => return Ok(()),
+                Err(AdmitError::Fail(e)) => return Err(e),
+                Err(AdmitError::Retry) => {}
+                Err(AdmitError::Yield) => {
+                    tracing::debug!(job = job.id.0, "admission yields to a higher-priority job");
+                    break;
+                }
+            }
+        }
+    }
+}

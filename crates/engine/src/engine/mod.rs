@@ -1,0 +1,740 @@
+//! The pipeline: jobs are admitted (PCE, parameters and one working set
+//! charged to the budget), their partitions queue by priority, a dispatcher
+//! hands the first one to a free synthesis thread once a dispatch permit and
+//! a working set are in hand, the synthesis thread makes the witness and
+//! a/b/c in pinned buffers and submits a work item to `gpu-sched`, whose
+//! workers run prepare / kernel region / assembly. See the crate docs for
+//! why this cannot deadlock.
+//!
+//! `job` holds a job's state and handle and one partition's phases,
+//! `admission` gets a job into memory, `pipeline` runs the threads; this
+//! module builds the engine and is its API.
+
+mod admission;
+mod job;
+mod pipeline;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use bellperson::Circuit;
+use bellperson::groth16::{Parameters, Proof};
+use blstrs::Scalar;
+use cuzk_gpu_sched::{
+    CancelToken, DeviceSpec, DispatchBound, DispatchPermit, GpuSchedError, JobHandle as GpuJob,
+    JobId, JobSummary, PhaseError, Phases, Priority, Scheduler, SchedulerConfig, SchedulerSnapshot,
+    WorkItem, WorkerContext,
+};
+use cuzk_groth16_cuda::{
+    AbcInput, Bls12, CpuProver, Groth16Error, MsmResults, Prover, ProverInput, StageTimings, Staged,
+};
+use cuzk_pinned_pool::{Lease, PinnedError, Pool, PoolConfig, PoolStats, Request};
+use cuzk_synth::{Pce, SynthError, Witness};
+use ff::Field;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::budget::{Charge, ChargeKind, MemoryBudget, MemoryReport, Reclaim, Signal};
+use crate::cache::{Cache, ParamsRef, Reclaimer, ShapeId, params_bytes};
+use crate::config::{Backend, EngineConfig};
+use crate::error::{EngineError, Result};
+use crate::pce_file::{self, ShapeCounts};
+use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
+
+use admission::*;
+use job::*;
+use pipeline::*;
+
+pub use job::{JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest};
+
+/// Capacity of the CPU backend's pseudo-device: it reserves no device
+/// memory (its `device_bytes` is 0), so anything large works.
+const CPU_DEVICE_CAPACITY: u64 = 1 << 50;
+
+struct Pending {
+    job: Arc<JobState>,
+    witness: WitnessFn,
+}
+
+struct Task {
+    job: Arc<JobState>,
+    partition: u32,
+    witness: WitnessFn,
+    permit: DispatchPermit,
+    ws: WsCharge,
+}
+
+type QueueKey = (Reverse<Priority>, u64, u32);
+
+#[derive(Default)]
+struct State {
+    shutdown: bool,
+    queue: BTreeMap<QueueKey, Pending>,
+    tasks: VecDeque<Task>,
+    idle_synthesis: usize,
+    jobs: Vec<Weak<JobState>>,
+    drivers: Vec<JoinHandle<()>>,
+}
+
+/// The configuration as the engine runs it, "auto" resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedConfig {
+    /// The prover's name (`cpu`, `cuda`).
+    pub backend: &'static str,
+    /// (ordinal, capacity) of each device; the CPU backend has one
+    /// pseudo-device.
+    pub devices: Vec<(usize, u64)>,
+    pub workers_per_device: usize,
+    pub synthesis_concurrency: usize,
+    pub dispatch_bound: usize,
+    pub host_memory_budget: u64,
+    pub pce_cache_dir: Option<PathBuf>,
+    pub params_subgroup_check: bool,
+}
+
+pub(crate) struct Shared {
+    config: ResolvedConfig,
+    signal: Arc<Signal>,
+    budget: MemoryBudget,
+    timeline: Arc<Timeline>,
+    prover: Arc<dyn Prover>,
+    pool: Pool,
+    pces: Arc<Cache<ShapeId, Pce>>,
+    params: Arc<Cache<ParamsRef, Parameters<Bls12>>>,
+    /// Kept alive here; the budget holds it weakly.
+    _reclaimer: Arc<Reclaimer>,
+    admission: Admission,
+    state: Mutex<State>,
+    bound: DispatchBound,
+    /// Cancelled at shutdown: wakes the dispatcher's permit wait.
+    stop: CancelToken,
+    scheduler: Scheduler,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn remove_queued(&self, job: &JobState) {
+        let removed: Vec<Pending> = {
+            let mut st = self.lock();
+            let from = (Reverse(job.priority), job.id.0, 0);
+            let to = (Reverse(job.priority), job.id.0, u32::MAX);
+            let keys: Vec<QueueKey> = st.queue.range(from..=to).map(|(k, _)| *k).collect();
+            let removed: Vec<Pending> = keys.iter().filter_map(|k| st.queue.remove(k)).collect();
+            let mut j = job.lock();
+            let n = removed.len() as u32;
+            j.queued = j.queued.saturating_sub(n);
+            j.to_dispatch = j.to_dispatch.saturating_sub(n);
+            removed
+        };
+        // Circuits are user code: dropped outside every lock.
+        drop(removed);
+    }
+
+    fn shut_down(&self) -> bool {
+        self.lock().shutdown
+    }
+}
+
+/// The bytes one partition of this shape holds while in flight: the
+/// witness, a/b/c (in pinned buffers, by size class) and what the backend
+/// allocates on the host in its kernel region.
+pub fn working_set_bytes(counts: ShapeCounts, prover: &dyn Prover) -> u64 {
+    const SCALAR: u64 = 32;
+    let vars = (counts.num_inputs + counts.num_aux) as u64;
+    let n = counts.num_constraints as u64;
+    let abc_one = cuzk_pinned_pool::size_class(counts.num_constraints.saturating_mul(32))
+        .map_or(u64::MAX / 8, |c| c as u64);
+    vars * SCALAR + 3 * abc_one + backend_host_bytes(counts, prover, n, vars)
+}
+
+fn backend_host_bytes(counts: ShapeCounts, prover: &dyn Prover, n: u64, vars: u64) -> u64 {
+    let _ = counts;
+    if prover.name() == "cpu" {
+        // compute_h copies a, b, c into domain-sized vectors; the MSMs
+        // convert the witness and h to byte representations.
+        let m = n.next_power_of_two();
+        3 * m * 32 + (vars + m) * 32
+    } else {
+        // A GPU backend stages through the pinned a/b/c and its device
+        // memory; its host scratch is small and not yet reported by the
+        // Prover trait.
+        0
+    }
+}
+
+/// Builds an [`Engine`] with a given prover and devices (the GPU backend
+/// plugs in here).
+pub struct EngineBuilder {
+    config: EngineConfig,
+    prover: Option<Arc<dyn Prover>>,
+    devices: Option<Vec<DeviceSpec>>,
+}
+
+impl fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("config", &self.config)
+            .field("prover", &self.prover)
+            .field("devices", &self.devices)
+            .finish()
+    }
+}
+
+impl EngineBuilder {
+    /// A builder with `config` and the backend it names.
+    pub fn new(config: EngineConfig) -> Self {
+        EngineBuilder {
+            config,
+            prover: None,
+            devices: None,
+        }
+    }
+
+    /// Proves with `prover` instead of the configured backend.
+    pub fn prover(mut self, prover: Arc<dyn Prover>) -> Self {
+        self.prover = Some(prover);
+        self
+    }
+
+    /// Runs on these devices (GPU mode: two workers per device by default,
+    /// pinned host buffers) instead of the CPU pseudo-device.
+    pub fn devices(mut self, devices: Vec<DeviceSpec>) -> Self {
+        self.devices = Some(devices);
+        self
+    }
+
+    /// Starts the engine's threads.
+    pub fn build(self) -> Result<Engine> {
+        let EngineBuilder {
+            config,
+            prover,
+            devices,
+        } = self;
+        let prover: Arc<dyn Prover> = match (prover, config.backend) {
+            (Some(p), _) => p,
+            (None, Backend::Gpu) => {
+                return Err(EngineError::BackendUnavailable {
+                    backend: "gpu",
+                    reason: "this build has no CUDA prover yet; use backend = \"cpu\" or \"auto\""
+                        .into(),
+                });
+            }
+            (None, Backend::Auto) => {
+                if let Ok(gpus) = cuzk_gpu_sched::discover()
+                    && !gpus.is_empty()
+                {
+                    tracing::warn!(
+                        gpus = gpus.len(),
+                        "GPUs found, but this build has no CUDA prover: proving on the CPU"
+                    );
+                }
+                Arc::new(CpuProver)
+            }
+            (None, Backend::Cpu) => Arc::new(CpuProver),
+        };
+        let gpu_mode = devices.is_some();
+        let devices = devices.unwrap_or_else(|| {
+            vec![DeviceSpec {
+                ordinal: 0,
+                capacity_bytes: CPU_DEVICE_CAPACITY,
+            }]
+        });
+        let Some(first) = devices.first().copied() else {
+            return Err(EngineError::Config(
+                "the engine needs at least one device".into(),
+            ));
+        };
+        let positive = |name: &str, v: usize| {
+            if v == 0 {
+                Err(EngineError::Config(format!("{name} must be at least 1")))
+            } else {
+                Ok(v)
+            }
+        };
+        let workers = positive(
+            "workers_per_device",
+            config
+                .workers_per_device
+                .or_else(|| if gpu_mode { 2 } else { 1 }),
+        )?;
+        let synthesis = positive(
+            "synthesis_concurrency",
+            config
+                .synthesis_concurrency
+                .or_else(|| if gpu_mode { 2 } else { 1 }),
+        )?;
+        let bound = positive(
+            "dispatch_bound",
+            config
+                .dispatch_bound
+                .or_else(|| workers * devices.len() + synthesis),
+        )?;
+        let budget_bytes = config.host_budget_bytes()?;
+        if let Some(dir) = &config.pce_cache_dir {
+            std::fs::create_dir_all(dir).map_err(|source| EngineError::PceIo {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let pool = if gpu_mode {
+            Pool::pinned_or_fallback(first.ordinal, PoolConfig::unbounded())
+                .map_err(EngineError::PinnedPool)?
+        } else {
+            Pool::fallback(PoolConfig::unbounded())
+        };
+        let scheduler = Scheduler::new(
+            SchedulerConfig {
+                workers_per_device: workers,
+                memory_margin_bytes: if gpu_mode {
+                    config.device_memory_margin.0
+                } else {
+                    0
+                },
+            },
+            devices.clone(),
+        )?;
+        let signal = Arc::new(Signal::default());
+        let budget = MemoryBudget::with_signal(budget_bytes, Arc::clone(&signal));
+        let pces = Arc::new(Cache::new());
+        let params = Arc::new(Cache::new());
+        let reclaimer = Arc::new(Reclaimer {
+            pool: pool.clone(),
+            pces: Arc::clone(&pces),
+            params: Arc::clone(&params),
+        });
+        let weak: Weak<dyn Reclaim> = Arc::downgrade(&(Arc::clone(&reclaimer) as Arc<dyn Reclaim>));
+        budget.set_reclaimer(weak);
+        let resolved = ResolvedConfig {
+            backend: prover.name(),
+            devices: devices
+                .iter()
+                .map(|d| (d.ordinal, d.capacity_bytes))
+                .collect(),
+            workers_per_device: workers,
+            synthesis_concurrency: synthesis,
+            dispatch_bound: bound,
+            host_memory_budget: budget_bytes,
+            pce_cache_dir: config.pce_cache_dir.clone(),
+            params_subgroup_check: config.params_subgroup_check,
+        };
+        tracing::info!(config = ?resolved, "engine starting");
+        let shared = Arc::new(Shared {
+            config: resolved,
+            signal,
+            budget,
+            timeline: Arc::new(Timeline::new(config.timeline_capacity)),
+            prover,
+            pool,
+            pces,
+            params,
+            _reclaimer: reclaimer,
+            admission: Admission::default(),
+            state: Mutex::new(State {
+                idle_synthesis: synthesis,
+                ..State::default()
+            }),
+            bound: DispatchBound::new(bound)?,
+            stop: CancelToken::new(),
+            scheduler,
+        });
+        let mut engine = Engine {
+            shared,
+            threads: Vec::new(),
+        };
+        let spawn = |name: String, what, f: Box<dyn FnOnce() + Send>| {
+            thread::Builder::new()
+                .name(name)
+                .spawn(f)
+                .map_err(|source| EngineError::Spawn { what, source })
+        };
+        let s = Arc::clone(&engine.shared);
+        engine.threads.push(spawn(
+            "cuzk-dispatch".into(),
+            "dispatcher",
+            Box::new(move || dispatcher_main(&s)),
+        )?);
+        for index in 0..synthesis {
+            let s = Arc::clone(&engine.shared);
+            engine.threads.push(spawn(
+                format!("cuzk-synth-{index}"),
+                "synthesis",
+                Box::new(move || synthesis_main(&s, index)),
+            )?);
+        }
+        Ok(engine)
+    }
+}
+
+/// Counters of a running engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineStats {
+    pub memory: MemoryReport,
+    /// Dispatch permits held now (partitions between synthesis and done).
+    pub dispatch_in_flight: usize,
+    pub dispatch_bound: usize,
+    /// Partitions of admitted jobs waiting for synthesis.
+    pub queued_partitions: usize,
+    pub cached_shapes: usize,
+    pub resident_params: usize,
+    pub pinned: PoolStats,
+    pub scheduler: SchedulerSnapshot,
+}
+
+/// The proving engine: see the crate documentation.
+///
+/// Dropping it fails every unfinished job with [`EngineError::ShutDown`] and
+/// waits for the threads to stop (a running phase is never interrupted).
+pub struct Engine {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine with `config`'s backend.
+    pub fn new(config: EngineConfig) -> Result<Engine> {
+        EngineBuilder::new(config).build()
+    }
+
+    /// A builder, to choose the prover and devices.
+    pub fn builder(config: EngineConfig) -> EngineBuilder {
+        EngineBuilder::new(config)
+    }
+
+    /// The configuration as resolved.
+    pub fn config(&self) -> &ResolvedConfig {
+        &self.shared.config
+    }
+
+    /// The host memory budget.
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.shared.budget
+    }
+
+    /// Where the budget's memory is now.
+    pub fn memory(&self) -> MemoryReport {
+        self.shared.budget.report()
+    }
+
+    /// The timeline of every stage of every partition.
+    pub fn timeline(&self) -> &Timeline {
+        &self.shared.timeline
+    }
+
+    /// Counters now.
+    pub fn stats(&self) -> EngineStats {
+        let queued_partitions = self.shared.lock().queue.len();
+        EngineStats {
+            memory: self.memory(),
+            dispatch_in_flight: self.shared.bound.in_flight(),
+            dispatch_bound: self.shared.bound.bound(),
+            queued_partitions,
+            cached_shapes: self.shared.pces.len(),
+            resident_params: self.shared.params.len(),
+            pinned: self.shared.pool.stats(),
+            scheduler: self.shared.scheduler.snapshot(),
+        }
+    }
+
+    /// Frees every idle pinned buffer, PCE and parameter set; returns the
+    /// bytes freed.
+    pub fn evict_idle(&self) -> u64 {
+        let pinned = self.shared.pool.trim() as u64;
+        let freed = pinned
+            + self.shared.pces.evict_idle(u64::MAX)
+            + self.shared.params.evict_idle(u64::MAX);
+        self.shared.signal.bump();
+        freed
+    }
+
+    /// Frees idle pinned buffers only; returns the bytes freed.
+    pub fn trim_pinned(&self) -> u64 {
+        let freed = self.shared.pool.trim() as u64;
+        self.shared.signal.bump();
+        freed
+    }
+
+    /// Submits a proof request; the returned handle waits for the proofs,
+    /// reports progress and cancels.
+    ///
+    /// The first partition is cloned to record the shape's PCE when the
+    /// shape is not cached (in memory or in the PCE directory).
+    ///
+    /// # Errors
+    /// Refusals that need no work: an empty request, randomness for another
+    /// number of partitions, unregistered parameters, a shut-down engine.
+    /// Everything else (memory that can never fit, bad parameters, failed
+    /// partitions) comes from [`JobHandle::wait`].
+    pub fn submit<C>(&self, request: ProofRequest<C>) -> Result<JobHandle>
+    where
+        C: Circuit<Scalar> + Clone + Send + 'static,
+    {
+        let ProofRequest {
+            shape,
+            params,
+            partitions,
+            priority,
+            randomness,
+        } = request;
+        let n = partitions.len();
+        if n == 0 {
+            return Err(EngineError::EmptyRequest);
+        }
+        let count = u32::try_from(n).map_err(|_| EngineError::TooManyPartitions {
+            partitions: n,
+            max: u32::MAX as usize,
+        })?;
+        let randomness = match randomness {
+            Some(pairs) if pairs.len() != n => {
+                return Err(EngineError::RandomnessMismatch {
+                    partitions: n,
+                    pairs: pairs.len(),
+                });
+            }
+            Some(pairs) => pairs,
+            None => {
+                let mut rng = rand::rngs::OsRng;
+                (0..n)
+                    .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+                    .collect()
+            }
+        };
+        if let ParamsRef::Key(key) = &params
+            && !self.shared.params.contains(&params)
+        {
+            return Err(EngineError::ParamsNotRegistered { key: key.clone() });
+        }
+
+        let mut parts = partitions.into_iter();
+        let first = Arc::new(Mutex::new(parts.next()));
+        let record: RecordFn = {
+            let first = Arc::clone(&first);
+            Box::new(move || {
+                let circuit = first
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .as_ref()
+                    .cloned()
+                    .ok_or_else(|| {
+                        EngineError::Internal(
+                            "the first partition was taken before the PCE was recorded".into(),
+                        )
+                    })?;
+                Ok(Pce::record(circuit)?)
+            })
+        };
+        let mut witnesses: Vec<WitnessFn> = Vec::with_capacity(n);
+        witnesses.push(Box::new(move |inputs, aux| {
+            let circuit = first.lock().unwrap_or_else(PoisonError::into_inner).take();
+            match circuit {
+                Some(c) => Witness::synthesize_with_capacity(c, inputs, aux),
+                None => Err(SynthError::Synthesis(
+                    bellperson::SynthesisError::AssignmentMissing,
+                )),
+            }
+        }));
+        witnesses.extend(parts.map(|c| {
+            Box::new(move |inputs, aux| Witness::synthesize_with_capacity(c, inputs, aux))
+                as WitnessFn
+        }));
+
+        let (result_tx, result_rx) = oneshot::channel();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let mut st = self.shared.lock();
+        if st.shutdown {
+            return Err(EngineError::EngineShutDown);
+        }
+        let gpu = self.shared.scheduler.create_job(priority);
+        let job = Arc::new(JobState {
+            id: gpu.id(),
+            priority,
+            shape,
+            params_ref: params,
+            partitions: count,
+            randomness,
+            token: gpu.cancel_token().clone(),
+            signal: Arc::clone(&self.shared.signal),
+            timeline: Arc::clone(&self.shared.timeline),
+            events: events_tx,
+            shared: Arc::downgrade(&self.shared),
+            st: Mutex::new(JobMut {
+                gpu: Some(gpu),
+                terminated: false,
+                cancelled: false,
+                finished: false,
+                error: None,
+                proofs: vec![None; n],
+                proved: 0,
+                to_dispatch: count,
+                queued: 0,
+                spare: None,
+                ws_bytes: 0,
+                pce: None,
+                params: None,
+                result: Some(result_tx),
+            }),
+        });
+        let shared = Arc::clone(&self.shared);
+        let driven = Arc::clone(&job);
+        let driver = thread::Builder::new()
+            .name(format!("cuzk-job-{}", job.id.0))
+            .spawn(move || drive(&shared, &driven, witnesses, record))
+            .map_err(|source| EngineError::Spawn {
+                what: "job",
+                source,
+            })?;
+        st.drivers.retain(|d| !d.is_finished());
+        st.drivers.push(driver);
+        st.jobs.retain(|j| j.strong_count() > 0);
+        st.jobs.push(Arc::downgrade(&job));
+        drop(st);
+        Ok(JobHandle {
+            job,
+            result: result_rx,
+            events: Some(events_rx),
+        })
+    }
+
+    /// Hands the engine a parameter set under `key` (for
+    /// [`ParamsRef::Key`]), charged to the budget (waiting for room) by its
+    /// in-memory size. It is never evicted under pressure, since it could
+    /// not be reloaded; [`Engine::evict_params`] removes it.
+    pub fn register_params(
+        &self,
+        key: impl Into<String>,
+        params: Arc<Parameters<Bls12>>,
+    ) -> Result<()> {
+        let key = ParamsRef::Key(key.into());
+        let bytes = params_bytes(&params);
+        let shared = &*self.shared;
+        loop {
+            let Some(slot) = shared
+                .admission
+                .acquire(&shared.signal, Priority::High, &|| shared.shut_down())
+            else {
+                return Err(EngineError::EngineShutDown);
+            };
+            match wait_charge(shared, &slot, bytes, &|| shared.shut_down()) {
+                Ok(mut charge) => {
+                    let charge = charge.split(bytes, ChargeKind::Params);
+                    shared.params.insert(key, params, charge, false);
+                    return Ok(());
+                }
+                Err(AdmitError::Fail(e)) => return Err(e),
+                Err(AdmitError::Yield | AdmitError::Retry) => continue,
+            }
+        }
+    }
+
+    /// Loads a parameter file now (waiting for room in the budget), so the
+    /// first job that uses it does not wait for it. It stays resident until
+    /// memory is needed or [`Engine::evict_params`].
+    pub fn preload_params(&self, params: &ParamsRef) -> Result<()> {
+        let shared = &*self.shared;
+        let ParamsRef::File(path) = params else {
+            return if shared.params.contains(params) {
+                Ok(())
+            } else {
+                Err(EngineError::ParamsNotRegistered {
+                    key: params.to_string(),
+                })
+            };
+        };
+        loop {
+            let Some(slot) = shared
+                .admission
+                .acquire(&shared.signal, Priority::High, &|| shared.shut_down())
+            else {
+                return Err(EngineError::EngineShutDown);
+            };
+            if shared.params.contains(params) {
+                return Ok(());
+            }
+            let bytes = file_len(path)?;
+            if bytes > shared.budget.total() {
+                return Err(EngineError::NeverFits {
+                    what: "a parameter set",
+                    need_bytes: bytes,
+                    budget_bytes: shared.budget.total(),
+                });
+            }
+            match wait_charge(shared, &slot, bytes, &|| shared.shut_down()) {
+                Ok(mut charge) => {
+                    let charge = charge.split(bytes, ChargeKind::Params);
+                    let loaded = load_params(shared, path)?;
+                    shared
+                        .params
+                        .insert(params.clone(), Arc::new(loaded), charge, true);
+                    return Ok(());
+                }
+                Err(AdmitError::Fail(e)) => return Err(e),
+                Err(AdmitError::Yield | AdmitError::Retry) => continue,
+            }
+        }
+    }
+
+    /// Drops a parameter set now: `Ok(true)` if it was resident,
+    /// `Ok(false)` if not.
+    ///
+    /// # Errors
+    /// [`EngineError::ParamsInUse`] while a job uses it.
+    pub fn evict_params(&self, params: &ParamsRef) -> Result<bool> {
+        let removed = self.shared.params.remove_if_idle(params).map_err(|holds| {
+            EngineError::ParamsInUse {
+                id: params.to_string(),
+                holds,
+            }
+        })?;
+        self.shared.signal.bump();
+        Ok(removed)
+    }
+
+    /// Whether `shape`'s PCE is in memory.
+    pub fn has_pce(&self, shape: &ShapeId) -> bool {
+        self.shared.pces.contains(shape)
+    }
+
+    /// Whether `params` are resident.
+    pub fn has_params(&self, params: &ParamsRef) -> bool {
+        self.shared.params.contains(params)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let (jobs, drivers) = {
+            let mut st = self.shared.lock();
+            st.shutdown = true;
+            (
+                std::mem::take(&mut st.jobs),
+                std::mem::take(&mut st.drivers),
+            )
+        };
+        for job in jobs.iter().filter_map(Weak::upgrade) {
+            job.terminate(Some(EngineError::ShutDown { job: job.id }));
+        }
+        self.shared.stop.cancel();
+        self.shared.signal.bump();
+        for t in self.threads.drain(..).chain(drivers) {
+            if t.join().is_err() {
+                tracing::error!("an engine thread panicked");
+            }
+        }
+    }
+}

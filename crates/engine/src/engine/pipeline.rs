@@ -1,0 +1,306 @@
+//! The threads: each job's driver, the dispatcher, the synthesis threads.
+
+use super::*;
+
+/// A job's thread: admission, queueing its partitions, waiting for them to
+/// be done and released, then the result.
+pub(super) fn drive(
+    shared: &Arc<Shared>,
+    job: &Arc<JobState>,
+    witnesses: Vec<WitnessFn>,
+    record: RecordFn,
+) {
+    let _s = tracing::info_span!("job", job = job.id.0).entered();
+    let mut witnesses = Some(witnesses);
+    match admit(shared, job, &record) {
+        Ok(()) => {
+            let mut st = shared.lock();
+            let mut j = job.lock();
+            if j.terminated {
+                j.to_dispatch = 0;
+            } else if let Some(ws) = witnesses.take() {
+                j.queued = ws.len() as u32;
+                for (i, witness) in ws.into_iter().enumerate() {
+                    st.queue.insert(
+                        (Reverse(job.priority), job.id.0, i as u32),
+                        Pending {
+                            job: Arc::clone(job),
+                            witness,
+                        },
+                    );
+                }
+            }
+            drop(j);
+            drop(st);
+            job.event(None, ProgressStage::Admitted);
+            shared.signal.bump();
+        }
+        Err(e) => {
+            job.terminate(Some(e));
+            job.lock().to_dispatch = 0;
+        }
+    }
+    drop((witnesses, record));
+    loop {
+        let seen = shared.signal.current();
+        if job.lock().to_dispatch == 0 {
+            break;
+        }
+        shared.signal.wait_past(seen);
+    }
+    let outcome = job.gpu_job().map(|gpu| {
+        gpu.close();
+        gpu.wait()
+    });
+    job.finish(outcome);
+}
+
+/// Jobs whose first queued partition the dispatcher looks at, at most.
+pub(super) const DISPATCH_SCAN: usize = 256;
+
+/// The next partition to synthesize and its working set, in queue order
+/// (priority, job, partition): the first job whose reserved working set is
+/// free, or that can get a new one from the budget. Only the first job
+/// refused by the budget stops later ones from charging it (so a lower
+/// class never takes memory a higher one waits for); later jobs may still
+/// run on their own reserved working sets. While an admission of a higher
+/// class waits for memory, partitions of lower classes run only on their
+/// reserved working sets.
+pub(super) fn pick(
+    shared: &Shared,
+    candidates: Vec<(QueueKey, Arc<JobState>)>,
+) -> Option<(QueueKey, Arc<JobState>, WsCharge)> {
+    let mut budget_open = true;
+    for (key, job) in candidates {
+        let (spare, ws_bytes) = {
+            let mut st = job.lock();
+            (st.spare.take(), st.ws_bytes)
+        };
+        let reserved = match spare {
+            Some(spare) => Some(spare),
+            None if budget_open && !shared.admission.gates(job.priority) => {
+                match shared.budget.try_charge(ws_bytes, ChargeKind::WorkingSet) {
+                    Ok(Some(charge)) => Some((charge, None)),
+                    _ => None,
+                }
+            }
+            None => None,
+        };
+        match reserved {
+            Some((charge, abc)) => {
+                let ws = WsCharge {
+                    charge: Some(charge),
+                    abc,
+                    job: Arc::clone(&job),
+                };
+                return Some((key, job, ws));
+            }
+            None => budget_open = false,
+        }
+    }
+    None
+}
+
+pub(super) fn dispatcher_main(shared: &Shared) {
+    loop {
+        // A free synthesis thread and a queued partition.
+        let priority = loop {
+            let seen = shared.signal.current();
+            {
+                let st = shared.lock();
+                if st.shutdown {
+                    return;
+                }
+                if st.idle_synthesis > 0
+                    && let Some((key, _)) = st.queue.first_key_value()
+                {
+                    break key.0.0;
+                }
+            }
+            shared.signal.wait_past(seen);
+        };
+        // Reactive dispatch: one permit per partition in flight.
+        let permit = match shared.bound.acquire(priority, &shared.stop) {
+            Ok(p) => p,
+            Err(_) => return,
+        };
+        // A partition that can have a working set now.
+        loop {
+            let seen = shared.signal.current();
+            let candidates: Vec<(QueueKey, Arc<JobState>)> = {
+                let st = shared.lock();
+                if st.shutdown {
+                    return;
+                }
+                let mut firsts: Vec<(QueueKey, Arc<JobState>)> = Vec::new();
+                for (key, pending) in &st.queue {
+                    if firsts.last().is_none_or(|(k, _)| k.1 != key.1) {
+                        if firsts.len() == DISPATCH_SCAN {
+                            break;
+                        }
+                        firsts.push((*key, Arc::clone(&pending.job)));
+                    }
+                }
+                firsts
+            };
+            if candidates.is_empty() {
+                break;
+            }
+            let Some((key, job, ws)) = pick(shared, candidates) else {
+                shared.signal.wait_past(seen);
+                continue;
+            };
+            let mut st = shared.lock();
+            let Some(pending) = st.queue.remove(&key) else {
+                // Cancelled meanwhile.
+                drop(st);
+                drop(ws);
+                continue;
+            };
+            {
+                let mut j = job.lock();
+                j.queued = j.queued.saturating_sub(1);
+            }
+            st.idle_synthesis = st.idle_synthesis.saturating_sub(1);
+            st.tasks.push_back(Task {
+                job,
+                partition: key.2,
+                witness: pending.witness,
+                permit,
+                ws,
+            });
+            drop(st);
+            shared.signal.bump();
+            break;
+        }
+    }
+}
+
+pub(super) fn synthesis_main(shared: &Shared, index: usize) {
+    loop {
+        let task = loop {
+            let seen = shared.signal.current();
+            {
+                let mut st = shared.lock();
+                if let Some(task) = st.tasks.pop_front() {
+                    break task;
+                }
+                if st.shutdown {
+                    return;
+                }
+            }
+            shared.signal.wait_past(seen);
+        };
+        let job = Arc::clone(&task.job);
+        run_task(shared, index, task);
+        job.dispatched_one();
+        shared.lock().idle_synthesis += 1;
+        shared.signal.bump();
+    }
+}
+
+pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
+    let Task {
+        job,
+        partition,
+        witness,
+        permit,
+        ws,
+    } = task;
+    match synthesize(shared, index, &job, partition, witness, ws) {
+        Ok(Some(work)) => {
+            let Some(gpu) = job.gpu_job() else {
+                return;
+            };
+            let device_bytes = shared.prover.device_bytes(&work.pce);
+            let item = WorkItem::new(&gpu, partition, device_bytes, work.into_phases())
+                .with_permit(permit);
+            // Announced before the submission: a worker may start it at once.
+            job.event(Some(partition), ProgressStage::Synthesized);
+            match shared.scheduler.submit(item) {
+                Ok(()) => {}
+                Err(GpuSchedError::JobCancelled { .. } | GpuSchedError::JobClosed { .. }) => {}
+                Err(e) => job.terminate(Some(e.into())),
+            }
+        }
+        Ok(None) => {}
+        Err(e) => job.terminate(Some(e)),
+    }
+}
+
+/// Witness, a/b/c into pinned buffers, and the satisfaction check; `None`
+/// when the job ended meanwhile.
+pub(super) fn synthesize(
+    shared: &Shared,
+    index: usize,
+    job: &Arc<JobState>,
+    partition: u32,
+    witness_fn: WitnessFn,
+    mut ws: WsCharge,
+) -> Result<Option<PartitionWork>> {
+    if job.is_terminated() {
+        return Ok(None);
+    }
+    let Some((pce, params)) = job.statics() else {
+        return Ok(None);
+    };
+    let _s = tracing::info_span!("synthesis", job = job.id.0, partition).entered();
+    job.event(Some(partition), ProgressStage::SynthesisStarted);
+    let timeline = &shared.timeline;
+    let synth_err = |source| EngineError::PartitionSynthesis {
+        job: job.id,
+        partition,
+        source,
+    };
+    let start = Instant::now();
+    let (inputs, aux) = (pce.num_inputs, pce.num_aux);
+    let witness = match panic::catch_unwind(AssertUnwindSafe(move || witness_fn(inputs, aux))) {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) => return Err(synth_err(e)),
+        Err(panic) => {
+            return Err(EngineError::Panicked {
+                job: job.id,
+                partition,
+                stage: "witness",
+                message: panic_message(&*panic),
+            });
+        }
+    };
+    cuzk_synth::spmv::check_shape(&pce, &witness).map_err(synth_err)?;
+    let at = timeline.record_since(job.id.0, partition, Lane::Host, index, "witness", start);
+    if job.is_terminated() {
+        return Ok(None);
+    }
+    let pinned = |source| EngineError::Pinned {
+        job: job.id,
+        partition,
+        source,
+    };
+    // The reserved working set brings the buffers of the job's previous
+    // partition; otherwise lease them (the working-set charge covers them).
+    let abc = match ws.abc.take() {
+        Some(abc) => abc,
+        None => AbcBuffers::lease(&shared.pool, pce.num_constraints()).map_err(pinned)?,
+    };
+    let abc = ws.abc.insert(abc);
+    {
+        let (a, b, c) = abc.slices_mut().map_err(pinned)?;
+        cuzk_synth::spmv::evaluate_into(&pce, &witness, a, b, c).map_err(synth_err)?;
+    }
+    let at = timeline.record_since(job.id.0, partition, Lane::Host, index, "spmv", at);
+    {
+        let (a, b, c) = abc.slices().map_err(pinned)?;
+        cuzk_synth::check_satisfied(&pce, a, b, c).map_err(synth_err)?;
+    }
+    timeline.record_since(job.id.0, partition, Lane::Host, index, "check", at);
+    Ok(Some(PartitionWork {
+        job: Arc::clone(job),
+        partition,
+        pce,
+        params,
+        prover: Arc::clone(&shared.prover),
+        timeline: Arc::clone(&shared.timeline),
+        witness,
+        ws,
+    }))
+}

@@ -1,0 +1,535 @@
+//! The engine on the CPU backend: proofs byte-identical to bellperson,
+//! priorities, cancellation that gives everything back, refusals with
+//! numbers, failures confined to their job, the PCE directory, the
+//! parameter manager, and the timeline.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use bellperson::groth16::{create_proof, prepare_verifying_key, verify_proof};
+use blstrs::Scalar;
+use common::*;
+use cuzk_engine::{
+    Backend, EngineConfig, EngineError, ParamsRef, Priority, ProgressStage, ProofRequest, ShapeId,
+};
+use cuzk_synth::Witness;
+use ff::Field;
+use rand_chacha::ChaCha20Rng;
+use rand_core::SeedableRng;
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn multi_partition_jobs_are_byte_identical_to_bellperson() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(512 * MIB);
+    let mut rng = ChaCha20Rng::seed_from_u64(11);
+    for spec in ["porep:9", "mul-chain:8"] {
+        let params = params(spec);
+        let path = params_file(dir.path(), spec);
+        let seeds = [3u64, 1, 4, 1, 5];
+        let randomness: Vec<(Scalar, Scalar)> = seeds
+            .iter()
+            .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+            .collect();
+        let mut job = engine
+            .submit(
+                ProofRequest::new(
+                    spec,
+                    ParamsRef::File(path),
+                    seeds.iter().map(|&s| builtin(spec, s)).collect(),
+                )
+                .with_randomness(randomness.clone()),
+            )
+            .unwrap();
+        let mut events = job.take_events().unwrap();
+        let proofs = job.wait_blocking().unwrap();
+        assert_eq!(proofs.len(), seeds.len());
+        let pvk = prepare_verifying_key(&params.vk);
+        for (i, (&seed, (r, s))) in seeds.iter().zip(&randomness).enumerate() {
+            let theirs = create_proof(builtin(spec, seed), &*params, *r, *s).unwrap();
+            assert_eq!(bytes(&proofs[i]), bytes(&theirs), "{spec} partition {i}");
+            let witness = Witness::synthesize(builtin(spec, seed)).unwrap();
+            assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
+        }
+        let mut stages = Vec::new();
+        while let Ok(e) = events.try_recv() {
+            stages.push(e.stage);
+        }
+        assert_eq!(stages.first(), Some(&ProgressStage::Admitted), "{stages:?}");
+        assert_eq!(stages.last(), Some(&ProgressStage::Finished), "{stages:?}");
+        let proved = stages
+            .iter()
+            .filter(|s| **s == ProgressStage::Proved)
+            .count();
+        assert_eq!(proved, seeds.len());
+        eprintln!(
+            "{spec}: {} partitions byte-identical to bellperson",
+            seeds.len()
+        );
+    }
+    let stats = engine.stats();
+    assert_eq!((stats.cached_shapes, stats.resident_params), (2, 2));
+    assert_eq!(stats.memory.working_set_bytes, 0);
+    assert_eq!(stats.dispatch_in_flight, 0);
+}
+
+#[test]
+fn the_async_wait_gives_proofs_in_partition_order() {
+    let engine = engine(256 * MIB);
+    engine.register_params("chain", params("chain:40")).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let seeds: Vec<u64> = (0..6).collect();
+    let job = |priority| {
+        engine
+            .submit(
+                ProofRequest::new(
+                    "chain:40",
+                    ParamsRef::Key("chain".into()),
+                    seeds.iter().map(|&s| Chain::good(40, s)).collect(),
+                )
+                .with_priority(priority),
+            )
+            .unwrap()
+    };
+    let (a, b) = (job(Priority::Low), job(Priority::Critical));
+    let (a, b) = runtime.block_on(async { tokio::join!(a.wait(), b.wait()) });
+    let pvk = prepare_verifying_key(&params("chain:40").vk);
+    for proofs in [a.unwrap(), b.unwrap()] {
+        for (seed, proof) in seeds.iter().zip(&proofs) {
+            let out = Chain::good(40, *seed).output();
+            assert!(verify_proof(&pvk, proof, &[out]).unwrap(), "seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn a_high_job_submitted_during_a_long_normal_job_finishes_first() {
+    let engine = engine(512 * MIB);
+    engine.register_params("p", params("mul-chain:10")).unwrap();
+    let request = |n: u64, seed0: u64, priority| {
+        ProofRequest::new(
+            "mul-chain:10",
+            ParamsRef::Key("p".into()),
+            (seed0..seed0 + n)
+                .map(|s| builtin("mul-chain:10", s))
+                .collect(),
+        )
+        .with_priority(priority)
+    };
+    const NORMAL: u64 = 12;
+    let mut normal = engine
+        .submit(request(NORMAL, 100, Priority::Normal))
+        .unwrap();
+    let mut normal_events = normal.take_events().unwrap();
+    // Let the NORMAL job get going: its first proof is out.
+    while let Some(e) = normal_events.blocking_recv() {
+        if e.stage == ProgressStage::Proved {
+            break;
+        }
+    }
+    let high = engine.submit(request(2, 1, Priority::High)).unwrap();
+    let normal_done_at_high_submit = normal.progress().proved;
+    high.wait_blocking().unwrap();
+    let normal_done_at_high_end = normal.progress().proved;
+    eprintln!(
+        "priority: NORMAL had {normal_done_at_high_submit}/{NORMAL} proofs when HIGH was \
+         submitted and {normal_done_at_high_end}/{NORMAL} when HIGH finished"
+    );
+    assert!(
+        (normal_done_at_high_end as u64) < NORMAL,
+        "HIGH finished after NORMAL"
+    );
+    // At most the partitions in flight when HIGH came (the dispatch bound)
+    // and the one the dispatcher was placing finish in between.
+    let bound = engine.config().dispatch_bound;
+    assert!(
+        normal_done_at_high_end <= normal_done_at_high_submit + bound + 1,
+        "{normal_done_at_high_submit} -> {normal_done_at_high_end} with bound {bound}"
+    );
+    assert_eq!(normal.wait_blocking().unwrap().len(), NORMAL as usize);
+}
+
+#[test]
+fn cancelling_a_job_gives_back_its_memory_and_permits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ParamsRef::File(params_file(dir.path(), "porep:10"));
+    let engine = engine(128 * MIB);
+    let request = |n: u64| {
+        ProofRequest::new(
+            "porep:10",
+            path.clone(),
+            (0..n).map(|s| builtin("porep:10", s)).collect(),
+        )
+    };
+    // Warm up: PCE recorded, parameters loaded.
+    engine.submit(request(1)).unwrap().wait_blocking().unwrap();
+    engine.trim_pinned();
+    let start = engine.memory();
+    let start_stats = engine.stats();
+    assert_eq!(start.working_set_bytes, 0);
+    assert_eq!(start_stats.dispatch_in_flight, 0);
+
+    let mut job = engine.submit(request(16)).unwrap();
+    let mut events = job.take_events().unwrap();
+    while let Some(e) = events.blocking_recv() {
+        if e.stage == ProgressStage::Proved {
+            break;
+        }
+    }
+    let busy = engine.stats();
+    eprintln!(
+        "cancel: before {start:?}\ncancel: running {:?}, {} permits held",
+        busy.memory, busy.dispatch_in_flight
+    );
+    assert!(busy.memory.working_set_bytes > 0);
+    let id = job.id();
+    job.cancel();
+    let err = job.wait_blocking().unwrap_err();
+    assert!(
+        matches!(err, EngineError::Cancelled { job } if job == id),
+        "{err:?}"
+    );
+    let after = engine.stats();
+    eprintln!(
+        "cancel: after {:?}, {} permits held, {} queued",
+        after.memory, after.dispatch_in_flight, after.queued_partitions
+    );
+    assert_eq!(after.memory.working_set_bytes, 0);
+    assert_eq!(
+        engine.budget().charged(),
+        start.pce_bytes + start.params_bytes
+    );
+    assert_eq!(after.dispatch_in_flight, 0);
+    assert_eq!(after.queued_partitions, 0);
+    assert_eq!(after.scheduler.queued, 0);
+    assert_eq!(after.scheduler.devices[0].item_bytes, 0);
+    assert_eq!(after.scheduler.devices[0].busy_workers, 0);
+    assert_eq!(after.pinned.leases_outstanding, 0);
+    engine.trim_pinned();
+    assert_eq!(
+        engine.memory(),
+        start,
+        "the budget is back where it started"
+    );
+
+    // The engine still proves.
+    assert_eq!(
+        engine
+            .submit(request(2))
+            .unwrap()
+            .wait_blocking()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn impossible_requests_are_refused_with_their_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = ParamsRef::File(params_file(dir.path(), "porep:10"));
+    const BUDGET: u64 = 256 << 10;
+    let engine = engine(BUDGET);
+    let job = engine
+        .submit(ProofRequest::new(
+            "porep:10",
+            path.clone(),
+            vec![builtin("porep:10", 1)],
+        ))
+        .unwrap();
+    let id = job.id();
+    let err = job.wait_blocking().unwrap_err();
+    let EngineError::JobNeverFits {
+        job,
+        need_bytes,
+        pce_bytes,
+        params_bytes,
+        working_set_bytes,
+        budget_bytes,
+    } = err
+    else {
+        panic!("expected JobNeverFits, got {err:?}");
+    };
+    assert_eq!(job, id);
+    assert_eq!(budget_bytes, BUDGET);
+    assert_eq!(need_bytes, pce_bytes + params_bytes + working_set_bytes);
+    assert!(
+        need_bytes > budget_bytes && pce_bytes > 0 && params_bytes > 0 && working_set_bytes > 0
+    );
+    let text = err.to_string();
+    eprintln!("refusal: {text}");
+    assert!(
+        text.contains("can never fit in the host memory budget"),
+        "{text}"
+    );
+    assert!(text.contains(&format!("{need_bytes} bytes")), "{text}");
+    assert!(text.contains("(262144 bytes)"), "{text}");
+    assert_eq!(engine.budget().charged(), 0);
+
+    let err = engine.preload_params(&path).unwrap_err();
+    assert!(matches!(err, EngineError::NeverFits { .. }), "{err:?}");
+
+    // Refusals that need no work come from submit itself.
+    let empty: Vec<Chain> = vec![];
+    assert!(matches!(
+        engine.submit(ProofRequest::new("x", path.clone(), empty)),
+        Err(EngineError::EmptyRequest)
+    ));
+    assert!(matches!(
+        engine.submit(
+            ProofRequest::new("x", path.clone(), vec![Chain::good(4, 0)]).with_randomness(vec![])
+        ),
+        Err(EngineError::RandomnessMismatch {
+            partitions: 1,
+            pairs: 0
+        })
+    ));
+    assert!(matches!(
+        engine.submit(ProofRequest::new(
+            "x",
+            ParamsRef::Key("nope".into()),
+            vec![Chain::good(4, 0)]
+        )),
+        Err(EngineError::ParamsNotRegistered { .. })
+    ));
+    let gpu = EngineConfig {
+        backend: Backend::Gpu,
+        ..config(MIB)
+    };
+    let err = cuzk_engine::Engine::new(gpu).unwrap_err();
+    assert!(
+        err.to_string().contains("backend `gpu` is not available"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_failing_partition_fails_its_job_with_the_cause_and_spares_the_others() {
+    let engine = engine(256 * MIB);
+    engine.register_params("c", params("chain:30")).unwrap();
+    let request = |partitions: Vec<Chain>| {
+        ProofRequest::new("chain:30", ParamsRef::Key("c".into()), partitions)
+    };
+    let with = |k: usize, f: fn(&mut Chain)| -> Vec<Chain> {
+        (0..4)
+            .map(|i| {
+                let mut c = Chain::good(30, i);
+                if i as usize == k {
+                    f(&mut c);
+                }
+                c
+            })
+            .collect()
+    };
+    let good_before = engine.submit(request(with(9, |_| {}))).unwrap();
+    let lies = engine.submit(request(with(2, |c| c.lie = true))).unwrap();
+    let fails = engine.submit(request(with(1, |c| c.fail = true))).unwrap();
+    let panics = engine.submit(request(with(3, |c| c.panic = true))).unwrap();
+    let good_after = engine.submit(request(with(9, |_| {}))).unwrap();
+
+    let err = lies.wait_blocking().unwrap_err();
+    assert!(
+        matches!(&err, EngineError::PartitionSynthesis { partition: 2, source, .. }
+            if source.to_string().contains("constraint 15 fails")),
+        "{err:?}"
+    );
+    let err = fails.wait_blocking().unwrap_err();
+    assert!(
+        matches!(&err, EngineError::PartitionSynthesis { partition: 1, .. }),
+        "{err:?}"
+    );
+    let err = panics.wait_blocking().unwrap_err();
+    assert!(
+        matches!(&err, EngineError::Panicked { partition: 3, stage: "witness", message, .. }
+            if message.contains("on purpose")),
+        "{err:?}"
+    );
+    eprintln!("failure: {err}");
+    assert_eq!(good_before.wait_blocking().unwrap().len(), 4);
+    assert_eq!(good_after.wait_blocking().unwrap().len(), 4);
+    assert_eq!(engine.memory().working_set_bytes, 0);
+}
+
+#[test]
+fn the_pce_directory_is_written_once_and_loaded_instead_of_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let pce_dir = dir.path().join("pce");
+    let cfg = EngineConfig {
+        pce_cache_dir: Some(pce_dir.clone()),
+        ..config(256 * MIB)
+    };
+    let run = |cfg: &EngineConfig| {
+        let engine = cuzk_engine::Engine::new(cfg.clone()).unwrap();
+        engine.register_params("c", params("chain:50")).unwrap();
+        let before = CHAIN_CLONES.load(Ordering::SeqCst);
+        let proofs = engine
+            .submit(ProofRequest::new(
+                "chain:50",
+                ParamsRef::Key("c".into()),
+                (0..3).map(|s| Chain::good(50, s)).collect(),
+            ))
+            .unwrap()
+            .wait_blocking()
+            .unwrap();
+        assert_eq!(proofs.len(), 3);
+        CHAIN_CLONES.load(Ordering::SeqCst) - before
+    };
+    // Other tests clone chains too; only this shape id uses this directory.
+    let recorded = run(&cfg);
+    assert!(recorded >= 1, "the first engine records the PCE");
+    let files: Vec<_> = std::fs::read_dir(&pce_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let written = std::fs::metadata(&files[0]).unwrap().modified().unwrap();
+    // A second engine loads the file: the circuit is never cloned to record.
+    let engine = cuzk_engine::Engine::new(cfg.clone()).unwrap();
+    engine.register_params("c", params("chain:50")).unwrap();
+    let job = engine
+        .submit(ProofRequest::new(
+            "chain:50",
+            ParamsRef::Key("c".into()),
+            vec![Chain::good(50, 7)],
+        ))
+        .unwrap();
+    job.wait_blocking().unwrap();
+    assert!(engine.has_pce(&ShapeId::from("chain:50")));
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().modified().unwrap(),
+        written
+    );
+    drop(engine);
+
+    // A damaged file is set aside and the shape recorded again.
+    let mut bytes = std::fs::read(&files[0]).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0xff;
+    std::fs::write(&files[0], &bytes).unwrap();
+    assert!(run(&cfg) >= 1);
+    let names: Vec<String> = std::fs::read_dir(&pce_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().any(|n| n.ends_with(".pce.bad")), "{names:?}");
+}
+
+#[test]
+fn parameters_are_shared_preloaded_and_evicted_under_pressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ParamsRef::File(params_file(dir.path(), "porep:10"));
+    let b = ParamsRef::File(params_file(dir.path(), "mul-chain:10"));
+    let size = |r: &ParamsRef| match r {
+        ParamsRef::File(p) => std::fs::metadata(p).unwrap().len(),
+        ParamsRef::Key(_) => unreachable!(),
+    };
+    // Room for either job (file sizes are a little above the in-memory
+    // sizes `need` counts), not for both parameter sets at once.
+    let budget = need("porep:10").max(need("mul-chain:10")) + 64 * 1024;
+    assert!(budget < need("porep:10") + need("mul-chain:10"));
+    let engine = engine(budget);
+    engine.preload_params(&a).unwrap();
+    assert!(engine.has_params(&a));
+    assert_eq!(engine.memory().params_bytes, size(&a));
+
+    let mut job = engine
+        .submit(ProofRequest::new(
+            "porep:10",
+            a.clone(),
+            (0..6).map(|s| builtin("porep:10", s)).collect(),
+        ))
+        .unwrap();
+    let mut events = job.take_events().unwrap();
+    while let Some(e) = events.blocking_recv() {
+        if e.stage == ProgressStage::Admitted {
+            break;
+        }
+    }
+    // Admitted and not done: the job holds the parameters.
+    let err = engine.evict_params(&a).unwrap_err();
+    assert!(
+        matches!(err, EngineError::ParamsInUse { holds, .. } if holds >= 1),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("in use by running jobs"), "{err}");
+    job.wait_blocking().unwrap();
+    assert!(engine.has_params(&a), "idle parameters stay resident");
+
+    // Another parameter set does not fit beside the first: the idle one goes.
+    let proofs = engine
+        .submit(ProofRequest::new(
+            "mul-chain:10",
+            b.clone(),
+            vec![builtin("mul-chain:10", 1)],
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(proofs.len(), 1);
+    assert!(engine.has_params(&b));
+    assert!(!engine.has_params(&a), "evicted under pressure");
+    let m = engine.memory();
+    eprintln!("params: budget {budget}, after the switch {m:?}");
+    assert!(m.used_bytes <= m.budget_bytes);
+    assert!(engine.evict_params(&b).unwrap());
+    assert!(!engine.evict_params(&b).unwrap());
+}
+
+#[test]
+fn the_timeline_records_every_stage_and_summarizes() {
+    let engine = engine(256 * MIB);
+    engine.register_params("p", params("porep:9")).unwrap();
+    let (proofs, report, timeline) = cuzk_engine::bench::run(
+        &engine,
+        &ShapeId::from("porep:9"),
+        &ParamsRef::Key("p".into()),
+        4,
+        |seed| builtin("porep:9", seed),
+    )
+    .unwrap();
+    assert_eq!(proofs.len(), 4);
+    // The warm-up job is not in the measured timeline.
+    let jobs: std::collections::BTreeSet<u64> = timeline.spans.iter().map(|s| s.job).collect();
+    assert_eq!(jobs.len(), 1);
+    for stage in [
+        "witness",
+        "spmv",
+        "check",
+        "prep",
+        "kernel_region",
+        "epilogue",
+        "h (ntt)",
+        "msm h",
+    ] {
+        let n = timeline.spans.iter().filter(|s| s.stage == stage).count();
+        assert_eq!(n, 4, "{stage}");
+    }
+    let s = &report.summary;
+    assert_eq!(s.proofs, 4);
+    assert!(s.proofs_per_second > 0.0);
+    assert_eq!(s.devices.len(), 1);
+    assert_eq!(s.devices[0].kernel_regions, 4);
+    assert!(s.devices[0].busy_fraction > 0.0 && s.devices[0].busy_fraction <= 1.0);
+    assert!(
+        s.stages
+            .iter()
+            .any(|x| x.stage == "kernel_region" && x.median_ms > 0.0)
+    );
+    eprintln!("{s}");
+    let trace = timeline.chrome_trace();
+    let text = serde_json::to_string(&trace).unwrap();
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = back["traceEvents"].as_array().unwrap();
+    assert!(events.iter().filter(|e| e["ph"] == "X").count() >= 4 * 8);
+    assert!(
+        events
+            .iter()
+            .all(|e| e["ph"] != "X" || e["dur"].as_u64().is_some())
+    );
+}

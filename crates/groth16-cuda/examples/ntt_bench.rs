@@ -1,0 +1,367 @@
+//! The H polynomial on the GPU (module `ntt`) at 2^22, 2^24 and 2^26:
+//! - device-resident a, b, c (`GpuNtt::compute_h`), timed with CUDA events,
+//!   beside bellperson's CPU H computation (`cpu::compute_h`, wall clock, all
+//!   cores) on the same data, whose output the GPU's must equal bit for bit;
+//! - beside two bounds measured in the same run: the bytes the passes move
+//!   over the device-to-device copy bandwidth (cuMemcpyDtoD of 2 GiB,
+//!   counting bytes read plus written), and the field multiplications the
+//!   kernels do over the Fr multiplication rate of `arith_bench`;
+//! - from pinned host memory (`GpuNtt::compute_h_from_host`), uploads
+//!   serial vs overlapped with the first transforms on a second stream.
+//!
+//! One warm-up, then the median of 7 GPU runs (3 CPU runs, 1 at 2^26).
+//! Writes the bench-data JSON to stdout.
+//!
+//! Usage: ntt_bench <short git revision> <the command line, for the record>
+
+use std::{sync::Arc, time::Instant};
+
+use anyhow::{Context, Result, ensure};
+use blstrs::Scalar;
+use cudarc::driver::sys::CUevent_flags;
+use cuzk_groth16_cuda::{
+    cpu::compute_h,
+    cuda::{Gpu, grid_1d},
+    ntt::{
+        GpuNtt, Upload, copy_device,
+        plan::{DomainPlan, Launch, Op},
+    },
+};
+use cuzk_pinned_pool::{Pool, PoolConfig, Request, TypedLease};
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use rayon::prelude::*;
+use serde_json::{Value, json};
+
+const RUNS: usize = 7;
+const SIZES: [u32; 3] = [22, 24, 26];
+
+#[derive(Clone, Copy, Debug)]
+struct Stat {
+    median: f64,
+    min: f64,
+    max: f64,
+    runs: usize,
+}
+
+fn stat(mut t: Vec<f64>) -> Stat {
+    t.sort_by(f64::total_cmp);
+    Stat {
+        median: t[t.len() / 2],
+        min: t[0],
+        max: t[t.len() - 1],
+        runs: t.len(),
+    }
+}
+
+/// Times `step(false)` with CUDA events on the GPU's stream: one warm-up,
+/// then RUNS runs, each after an untimed `step(true)` (the setup). Seconds.
+fn time_gpu(gpu: &Arc<Gpu>, mut step: impl FnMut(bool) -> Result<()>) -> Result<Stat> {
+    step(true)?;
+    step(false)?;
+    gpu.synchronize()?;
+    let mut t = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        step(true)?;
+        let start = gpu
+            .stream()
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        step(false)?;
+        let end = gpu
+            .stream()
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        end.synchronize()?;
+        t.push(f64::from(start.elapsed_ms(&end)?) / 1e3);
+    }
+    Ok(stat(t))
+}
+
+fn random(n: usize, seed: u64) -> Vec<Scalar> {
+    const CHUNK: usize = 1 << 14;
+    let mut v = vec![Scalar::ZERO; n];
+    v.par_chunks_mut(CHUNK).enumerate().for_each(|(i, chunk)| {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed << 32 | i as u64);
+        for x in chunk {
+            *x = Scalar::random(&mut rng);
+        }
+    });
+    v
+}
+
+fn pinned(pool: &Pool, v: &[Scalar]) -> Result<TypedLease<Scalar>> {
+    let lease = pool.lease(Request::elems::<Scalar>(v.len()))?;
+    // SAFETY: Scalar is four u64 limbs: no padding, no pointers, every bit
+    // pattern a value; the bytes are overwritten right away.
+    let mut t = unsafe { lease.into_typed_unchecked::<Scalar>() }?;
+    t.copy_from_slice(v);
+    Ok(t)
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let revision = args.get(1).cloned().unwrap_or_else(|| "unknown".into());
+    let command = args.get(2).cloned().unwrap_or_else(|| args.join(" "));
+    let gpu = Gpu::get(0).context("this benchmark needs a GPU")?;
+    let ntt = GpuNtt::new(Arc::clone(&gpu));
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut results: Vec<Value> = Vec::new();
+
+    // Ceiling 1: device-to-device copy bandwidth, bytes read + written.
+    let copy_bw = {
+        let n = 1usize << 26;
+        let src = gpu.upload(&random(n, 1))?;
+        let mut dst = gpu.alloc_zeros::<Scalar>(n)?;
+        let s = time_gpu(&gpu, |setup| {
+            if !setup {
+                copy_device(&mut dst, &src)?;
+            }
+            Ok(())
+        })?;
+        let bytes = 2.0 * src.size_bytes() as f64;
+        let bw = bytes / s.median;
+        results.push(json!({
+            "name": "ntt/memcpy_dtod/2^31B",
+            "unit": "s",
+            "median": s.median, "min": s.min, "max": s.max, "runs": s.runs,
+            "derived": {"gb_per_s": bw / 1e9},
+            "notes": "cuMemcpyDtoDAsync of 2 GiB; bandwidth counts bytes read plus bytes written",
+        }));
+        eprintln!("copy bandwidth {:.0} GB/s", bw / 1e9);
+        bw
+    };
+
+    // Ceiling 2: Fr Montgomery multiplications per second (the arith_bench
+    // kernel: two dependent chains per thread, everything inlined).
+    let mul_rate = {
+        let n = 1usize << 20;
+        let iters = 1024u32;
+        let k = gpu.kernel("arith_bench", "arith_bench_mul_fr_bls12_381")?;
+        let mut buf = gpu.upload(&random(n, 2))?;
+        let nn = n as u32;
+        let s = time_gpu(&gpu, |setup| {
+            if setup {
+                return Ok(());
+            }
+            // SAFETY: arith_bench_mul_fr_bls12_381(fr_t* data, uint32_t
+            // iters, uint32_t n): the buffer holds n elements and thread i
+            // touches data[i], data[i+1 mod n], data[i+2 mod n] only.
+            unsafe {
+                k.args()
+                    .buf_mut(&mut buf)
+                    .arg(&iters)
+                    .arg(&nn)
+                    .launch(grid_1d(n, 256)?)?;
+            }
+            Ok(())
+        })?;
+        let rate = 2.0 * f64::from(iters) * n as f64 / s.median;
+        results.push(json!({
+            "name": "ntt/fr_mul/2^20x2048/random",
+            "unit": "s",
+            "median": s.median, "min": s.min, "max": s.max, "runs": s.runs,
+            "derived": {"mul_per_s": rate},
+            "notes": "arith_bench_mul_fr_bls12_381: the Fr multiplication rate the compute bound uses",
+        }));
+        eprintln!("Fr mul rate {rate:.3e}/s");
+        rate
+    };
+
+    let pool = Pool::pinned(gpu.ordinal(), PoolConfig::unbounded())?;
+    // Checks that failed: reported after the JSON, so the timings survive.
+    let mut failures: Vec<String> = Vec::new();
+    for log2 in SIZES {
+        let m = 1usize << log2;
+        let seed = u64::from(log2) * 10;
+        let (a, b, c) = (random(m, seed), random(m, seed + 1), random(m, seed + 2));
+
+        // The CPU baseline, whose output is also the reference.
+        let cpu_runs = if log2 >= 26 { 1 } else { 3 };
+        let mut t = Vec::new();
+        let mut want = Vec::new();
+        for _ in 0..cpu_runs {
+            let start = Instant::now();
+            want = compute_h(&a, &b, &c)?;
+            t.push(start.elapsed().as_secs_f64());
+        }
+        let cpu = stat(t);
+        eprintln!("2^{log2}: CPU {:.3} s", cpu.median);
+
+        // Device-resident.
+        let plan = DomainPlan::new(log2)?;
+        let launches = plan.launches(Op::H);
+        let bytes: u64 = launches.iter().map(Launch::bytes).sum();
+        let muls: u64 = launches.iter().map(Launch::multiplications).sum();
+        ntt.prepare(log2)?;
+        let (pa, pb, pc) = (gpu.upload(&a)?, gpu.upload(&b)?, gpu.upload(&c)?);
+        let (mut wa, mut wb, mut wc) = (
+            gpu.alloc_zeros::<Scalar>(m)?,
+            gpu.alloc_zeros::<Scalar>(m)?,
+            gpu.alloc_zeros::<Scalar>(m)?,
+        );
+        let s = time_gpu(&gpu, |setup| {
+            if setup {
+                copy_device(&mut wa, &pa)?;
+                copy_device(&mut wb, &pb)?;
+                copy_device(&mut wc, &pc)?;
+            } else {
+                ntt.compute_h(&mut wa, &mut wb, &mut wc, log2)?;
+            }
+            Ok(())
+        })?;
+        let got = wa.download()?;
+        let exact = got[..m - 1] == want[..];
+        if !exact {
+            failures.push(format!("2^{log2}: the GPU's h differs from cpu::compute_h"));
+        }
+        // Each launch alone (one run after the timed ones), to see where the
+        // time goes.
+        copy_device(&mut wa, &pa)?;
+        copy_device(&mut wb, &pb)?;
+        copy_device(&mut wc, &pc)?;
+        let mut launch_ms = Vec::new();
+        for launch in &launches {
+            let start = gpu
+                .stream()
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            ntt.run_launches(
+                log2,
+                std::slice::from_ref(launch),
+                &mut wa,
+                Some(&mut wb),
+                Some(&mut wc),
+            )?;
+            let end = gpu
+                .stream()
+                .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+            end.synchronize()?;
+            let what = match launch {
+                Launch::Pass { dit, params, .. } => format!(
+                    "{} lo={} bits={}{}{}",
+                    if *dit { "dit" } else { "dif" },
+                    params.lo,
+                    params.bits,
+                    if params.pre != 0 { " +a*b-c" } else { "" },
+                    if params.post != 0 { " +coset" } else { "" }
+                ),
+                Launch::Bitrev { .. } => "bitrev+scale".to_owned(),
+            };
+            launch_ms.push(json!({
+                "launch": what,
+                "ms": f64::from(start.elapsed_ms(&end)?),
+                "bytes": launch.bytes(),
+                "muls": launch.multiplications(),
+            }));
+        }
+        drop((pa, pb, pc, wa, wb, wc));
+        let bw_bound = bytes as f64 / copy_bw;
+        let mul_bound = muls as f64 / mul_rate;
+        eprintln!(
+            "2^{log2}: GPU {:.4} s, bandwidth bound {:.4} s, multiplication bound {:.4} s",
+            s.median, bw_bound, mul_bound
+        );
+        let passes = plan.passes().iter().map(|p| p.bits).collect::<Vec<_>>();
+        results.push(json!({
+            "name": format!("ntt/h/2^{log2}/random"),
+            "unit": "s",
+            "median": s.median, "min": s.min, "max": s.max, "runs": s.runs,
+            "derived": {
+                "gb_per_s": bytes as f64 / s.median / 1e9,
+                "mul_per_s": muls as f64 / s.median,
+                "fraction_of_bandwidth_bound": bw_bound / s.median,
+                "fraction_of_mul_bound": mul_bound / s.median,
+            },
+            "baseline": {"name": format!("bellperson-cpu-{cpus}t"), "median": cpu.median, "min": cpu.min, "max": cpu.max, "runs": cpu.runs},
+            "ratio_vs_baseline": cpu.median / s.median,
+            "bound": {"name": "pass-bytes / device-copy-bandwidth", "value": bw_bound},
+            "compute_bound": {"name": "kernel multiplications / Fr mul rate", "value": mul_bound},
+            "bit_exact_vs_cpu": exact,
+            "launches": launch_ms,
+            "notes": format!(
+                "device-resident a, b, c; {} launches, passes of {passes:?} bits per transform; {:.3e} bytes moved, {:.3e} Fr multiplications; h {} cpu::compute_h bit for bit",
+                launches.len(), bytes as f64, muls as f64,
+                if exact { "equals" } else { "DIFFERS FROM" }
+            ),
+        }));
+
+        // From pinned host memory, serial vs overlapped uploads.
+        let (ha, hb, hc) = (pinned(&pool, &a)?, pinned(&pool, &b)?, pinned(&pool, &c)?);
+        let mut out = pinned(&pool, &vec![Scalar::ZERO; m - 1])?;
+        let mut bufs = ntt.alloc_h_buffers(log2)?;
+        let mut host = Vec::new();
+        for upload in [Upload::Serial, Upload::Overlapped] {
+            let s = time_gpu(&gpu, |setup| {
+                if !setup {
+                    ntt.compute_h_from_host(&ha, &hb, &hc, &mut out, &mut bufs, upload)?;
+                }
+                Ok(())
+            })?;
+            let exact = out[..] == want[..];
+            if !exact {
+                failures.push(format!(
+                    "2^{log2} {upload:?}: h differs from cpu::compute_h"
+                ));
+            }
+            eprintln!("2^{log2}: from host, {upload:?} {:.4} s", s.median);
+            host.push((s, exact));
+        }
+        for (i, label) in ["serial", "overlapped"].into_iter().enumerate() {
+            let (s, exact) = host[i];
+            let mut r = json!({
+                "name": format!("ntt/h_from_host/2^{log2}/{label}"),
+                "unit": "s",
+                "median": s.median, "min": s.min, "max": s.max, "runs": s.runs,
+                "bit_exact_vs_cpu": exact,
+                "notes": format!(
+                    "a, b, c from pinned host memory (3 x {} MiB up), h back ({} MiB), including the H computation; {}",
+                    (m * 32) >> 20, ((m - 1) * 32) >> 20,
+                    if i == 0 { "all copies on the compute stream" } else { "b and c uploaded on a second stream while a is transformed" }
+                ),
+            });
+            if i == 1 {
+                r["baseline"] = json!({"name": "serial uploads", "median": host[0].0.median});
+                r["ratio_vs_baseline"] = json!(host[0].0.median / s.median);
+            }
+            results.push(r);
+        }
+        drop((ha, hb, hc, out, bufs));
+        pool.trim();
+    }
+
+    let doc = json!({
+        "revision": revision,
+        "date": today(),
+        "machine": {
+            "gpu": gpu.name(),
+            "driver": driver_version(),
+            "cpus": cpus,
+            "copy_bandwidth_gb_per_s": copy_bw / 1e9,
+            "fr_mul_per_s": mul_rate,
+        },
+        "command": command,
+        "results": results,
+    });
+    println!("{}", serde_json::to_string_pretty(&doc)?);
+    ensure!(failures.is_empty(), "{}", failures.join("; "));
+    Ok(())
+}
+
+fn today() -> String {
+    std::process::Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn driver_version() -> String {
+    std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
+        .unwrap_or_default()
+}

@@ -1,0 +1,1125 @@
+//! Multi-scalar multiplication on the GPU, over BLS12-381's G1 and G2.
+//!
+//! [`DeviceBases`] keeps a parameter query's affine points resident on one
+//! GPU (uploaded once); [`GpuMsm`] computes sum_i s_i * P_i for scalars
+//! already on the device (the h of the NTT, or an uploaded witness), and
+//! [`DeviceDensity`] gives bellperson's density-filtered layout, where only
+//! the variables a query uses have a point.
+//!
+//! One MSM, in the order of the kernels (modules `msm`, `msm_g1`, `msm_g2`;
+//! kernels/msm/*.cuh describe each):
+//!
+//! 1. **classify**: each scalar to canonical form; zeros (and variables the
+//!    density leaves out) are dropped, ones go to one list, the rest to
+//!    another with their canonical values. The two counts come back to the
+//!    host, which sizes everything after from them.
+//! 2. **ones** (when [`MsmConfig::ones_separately`]; measured not to win on
+//!    an H200, so off by default): the bases of scalars equal to 1 are
+//!    summed by a tree of mixed additions. Otherwise a one is a single entry
+//!    of window 0's bucket 1 in Pippenger, which the segmented accumulation
+//!    spreads over many threads just the same.
+//! 3. **Pippenger** on the others, with signed-digit windows of c bits
+//!    ([`plan::window_bits`] from their number): per pass of windows, a
+//!    histogram of (window, |digit|) keys, an exclusive scan and a scatter
+//!    sort the nonzero digits by bucket (a counting sort with warp-aggregated
+//!    atomics); bucket accumulation sums each bucket's points in XYZZ over
+//!    fixed-length segments of the sorted list, so big buckets (skewed
+//!    scalars) spread over many threads, with a few short levels to finish
+//!    runs that cross segments; then per window sum_j j * B_j by running
+//!    sums over parts and a merge tree. The window sums come back and the
+//!    host combines them (c doublings per window: microseconds on the CPU).
+//!
+//! Nothing here synchronises with the host except the readback of the
+//! counts after step 1, of each pass's entry count, and of the results.
+
+mod plan;
+
+use std::any::Any;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
+use ff::Field;
+use group::Group;
+
+use crate::cuda::{DeviceBuffer, DeviceElem, Gpu, Kernel, LaunchConfig, grid_1d};
+use crate::{Groth16Error, Result};
+
+pub use plan::{MAX_WINDOW, MIN_WINDOW, window_bits, windows};
+
+/// Threads per block of the curve kernels; must equal `MSM_CURVE_THREADS` in
+/// kernels/msm/pippenger.cuh (their `__launch_bounds__`).
+const CURVE_BLOCK: u32 = 128;
+/// Threads per block of the scalar kernels (module `msm`).
+const SCALAR_BLOCK: u32 = 256;
+/// Elements per thread in the levels after the first of every segmented sum
+/// (their lists are short).
+const PARTIALS_PER: u32 = 32;
+/// Elements per thread of the scan kernels.
+const SCAN_PER: u32 = 64;
+/// Bases and variables are indexed with 31 bits on the device (the top bit
+/// of a sorted entry is the digit's sign).
+const MAX_LEN: usize = (1 << 31) - 1;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for blstrs::G1Affine {}
+    impl Sealed for blstrs::G2Affine {}
+}
+
+/// The affine point types an MSM runs over: [`G1Affine`] and [`G2Affine`].
+pub trait MsmAffine: DeviceElem + sealed::Sealed {
+    /// The result type.
+    type Projective: Group + Copy + Send + Sync + std::fmt::Debug;
+    /// The coordinate field; an XYZZ point is four of them on the device.
+    type Coord: DeviceElem + Field;
+    /// `g1` or `g2`: the kernels are `msm_<op>_<curve>_bls12_381` in module
+    /// `msm_<curve>`.
+    const CURVE: &'static str;
+    /// The module of the curve kernels.
+    const MODULE: &'static str;
+    /// The point x/ZZ, y/ZZZ from XYZZ coordinates, as blst's Jacobian
+    /// (x = X/Z^2, y = Y/Z^3): Z = ZZ ZZZ, X = x ZZ ZZZ^2, Y = y ZZ^3 ZZZ^2.
+    fn from_xyzz(xyzz: &[Self::Coord]) -> Self::Projective;
+}
+
+/// The Jacobian coordinates of an XYZZ point, or None for the identity.
+fn xyzz_to_jacobian<F: Field>(p: &[F]) -> Option<(F, F, F)> {
+    let (x, y, zz, zzz) = (p[0], p[1], p[2], p[3]);
+    if bool::from(zz.is_zero()) {
+        return None;
+    }
+    let zzz2 = zzz.square();
+    Some((x * zz * zzz2, y * zz.square() * zz * zzz2, zz * zzz))
+}
+
+impl MsmAffine for G1Affine {
+    type Projective = G1Projective;
+    type Coord = Fp;
+    const CURVE: &'static str = "g1";
+    const MODULE: &'static str = "msm_g1";
+    fn from_xyzz(xyzz: &[Fp]) -> G1Projective {
+        match xyzz_to_jacobian(xyzz) {
+            Some((x, y, z)) => G1Projective::from_raw_unchecked(x, y, z),
+            None => G1Projective::identity(),
+        }
+    }
+}
+
+impl MsmAffine for G2Affine {
+    type Projective = G2Projective;
+    type Coord = Fp2;
+    const CURVE: &'static str = "g2";
+    const MODULE: &'static str = "msm_g2";
+    fn from_xyzz(xyzz: &[Fp2]) -> G2Projective {
+        match xyzz_to_jacobian(xyzz) {
+            Some((x, y, z)) => G2Projective::from_raw_unchecked(x, y, z),
+            None => G2Projective::identity(),
+        }
+    }
+}
+
+/// A parameter query's affine points, resident in one GPU's memory: upload
+/// once per parameter set, then use in any number of MSMs on that GPU.
+#[derive(Debug)]
+pub struct DeviceBases<A: MsmAffine> {
+    points: DeviceBuffer<A>,
+}
+
+impl<A: MsmAffine> DeviceBases<A> {
+    /// Copies `bases` to the GPU. Identity points are allowed (they add
+    /// nothing).
+    pub fn upload(gpu: &Arc<Gpu>, bases: &[A]) -> Result<Self> {
+        if bases.len() > MAX_LEN {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "{} bases are more than the {MAX_LEN} one MSM can index",
+                    bases.len()
+                ),
+            });
+        }
+        Ok(DeviceBases {
+            points: gpu.upload(bases)?,
+        })
+    }
+
+    /// The number of points.
+    pub fn len(&self) -> usize {
+        self.points.len()
+    }
+
+    /// True when there is no point.
+    pub fn is_empty(&self) -> bool {
+        self.points.is_empty()
+    }
+
+    /// The points, for kernels of other stages.
+    pub fn buffer(&self) -> &DeviceBuffer<A> {
+        &self.points
+    }
+}
+
+/// Which variables a parameter query has a point for (bellperson's density
+/// bitmap), on the device: bit i of word i/64, and per word the number of
+/// used variables before it, so a kernel finds variable i's point in O(1).
+#[derive(Debug)]
+pub struct DeviceDensity {
+    bits: DeviceBuffer<u64>,
+    prefix: DeviceBuffer<u32>,
+    len: usize,
+    count: usize,
+}
+
+impl DeviceDensity {
+    /// Uploads the first `len` items of `used` (one per variable, in the
+    /// witness's order: inputs, then aux).
+    pub fn upload(gpu: &Arc<Gpu>, used: impl Iterator<Item = bool>, len: usize) -> Result<Self> {
+        if len > MAX_LEN {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "a density over {len} variables is more than the {MAX_LEN} one MSM can index"
+                ),
+            });
+        }
+        let mut words = vec![0u64; len.div_ceil(64).max(1)];
+        let mut seen = 0;
+        for (i, bit) in used.take(len).enumerate() {
+            if bit {
+                words[i / 64] |= 1 << (i % 64);
+            }
+            seen += 1;
+        }
+        if seen != len {
+            return Err(Groth16Error::MsmShape {
+                detail: format!("the density was to cover {len} variables but gave only {seen}"),
+            });
+        }
+        let mut prefix = Vec::with_capacity(words.len());
+        let mut count = 0usize;
+        for w in &words {
+            // count <= len < 2^31 (checked above).
+            prefix.push(count as u32);
+            count += w.count_ones() as usize;
+        }
+        Ok(DeviceDensity {
+            bits: gpu.upload(&words)?,
+            prefix: gpu.upload(&prefix)?,
+            len,
+            count,
+        })
+    }
+
+    /// The number of variables covered.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when it covers no variable.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The number of used variables: the length of the filtered query.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+}
+
+/// Tuning of [`GpuMsm`]; [`MsmConfig::default`] is what the prover uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsmConfig {
+    /// A fixed window size (2..=24 bits) instead of [`window_bits`]' choice.
+    pub window_bits: Option<u32>,
+    /// Sum the bases of scalars equal to 1 apart (true) or leave those
+    /// scalars to Pippenger, where each is one entry of window 0's bucket 1
+    /// (false, the default). Measured on an H200, 2^24 Filecoin-shaped
+    /// scalars (35% ones): 167.8 ms apart, 163.4 ms in Pippenger
+    /// (bench-data/msm/, `ones-apart` and `ones-in-pippenger`): bucket
+    /// accumulation's segments add the ones' bases as fast as the separate
+    /// sum does, and the sort of one digit per one costs less than the
+    /// separate pass's extra launches and its own partial-sum levels.
+    pub ones_separately: bool,
+    /// The variant of the bucket accumulation kernel.
+    pub accumulate: Accumulate,
+    /// At most this many (bucket, point) entries per sorting pass (8 bytes
+    /// each); more windows take more passes.
+    pub max_entries_per_pass: usize,
+    /// At most this many bytes of buckets (XYZZ points: 192 bytes in G1,
+    /// 384 in G2) over all windows; caps the window size.
+    pub max_bucket_bytes: u64,
+    /// Wait for the GPU after each phase and record the phase times
+    /// ([`GpuMsm::last_profile`]); for measurements only.
+    pub profile: bool,
+}
+
+impl Default for MsmConfig {
+    fn default() -> Self {
+        MsmConfig {
+            window_bits: None,
+            ones_separately: false,
+            accumulate: Accumulate::Prefetch128,
+            max_entries_per_pass: 1 << 28,
+            max_bucket_bytes: 8 << 30,
+            profile: false,
+        }
+    }
+}
+
+/// Variants of the bucket accumulation kernel (kernels/msm/pippenger.cuh,
+/// `msm_accumulate`), which does nearly all of an MSM's additions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accumulate {
+    /// Each addition waits for its entry, then for its base.
+    Plain,
+    /// The next base is prefetched during each addition (162 registers).
+    Prefetch,
+    /// [`Accumulate::Prefetch`] held to 128 registers, for 16 warps per SM.
+    Prefetch128,
+}
+
+impl Accumulate {
+    /// The kernel's `<op>` in `msm_<op>_<curve>_bls12_381`.
+    fn op(self) -> &'static str {
+        match self {
+            Accumulate::Plain => "accumulate_plain",
+            Accumulate::Prefetch => "accumulate_prefetch",
+            Accumulate::Prefetch128 => "accumulate_prefetch128",
+        }
+    }
+}
+
+/// Multi-scalar multiplications on one GPU, with scratch buffers kept
+/// between calls (they only grow). Calls on one `GpuMsm` run one at a time.
+#[derive(Debug)]
+pub struct GpuMsm {
+    gpu: Arc<Gpu>,
+    config: MsmConfig,
+    scratch: Mutex<Scratch>,
+}
+
+/// Device scratch, reused across calls.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// counters[0]: ones, counters[1]: others (classify).
+    counters: Option<DeviceBuffer<u32>>,
+    ones_idx: Option<DeviceBuffer<u32>>,
+    other_idx: Option<DeviceBuffer<u32>>,
+    /// Canonical (not Montgomery) values of the other scalars.
+    other_scalars: Option<DeviceBuffer<Scalar>>,
+    /// Stand-ins for the density's buffers when there is none.
+    no_bits: Option<DeviceBuffer<u64>>,
+    no_prefix: Option<DeviceBuffer<u32>>,
+    counts: Option<DeviceBuffer<u32>>,
+    offsets: Option<DeviceBuffer<u32>>,
+    total: Option<DeviceBuffer<u32>>,
+    /// Per scan level: partial sums and their scan.
+    scan_levels: Vec<(DeviceBuffer<u32>, DeviceBuffer<u32>)>,
+    /// Sorted (bucket, base | sign) pairs, as the kernels' uint2.
+    entries: Option<DeviceBuffer<u64>>,
+    list_keys: [Option<DeviceBuffer<u32>>; 2],
+    /// One [`CurveScratch`] per curve used so far (G1: of `Fp`, G2: `Fp2`).
+    curves: Vec<Box<dyn Any + Send>>,
+    profile: Vec<(&'static str, f64)>,
+}
+
+/// XYZZ buffers of one curve (four coordinates per point).
+#[derive(Debug)]
+struct CurveScratch<F: DeviceElem> {
+    buckets: Option<DeviceBuffer<F>>,
+    lists: [Option<DeviceBuffer<F>>; 2],
+    t: Option<DeviceBuffer<F>>,
+    r: Option<DeviceBuffer<F>>,
+    out: Option<DeviceBuffer<F>>,
+}
+
+impl<F: DeviceElem> Default for CurveScratch<F> {
+    fn default() -> Self {
+        CurveScratch {
+            buckets: None,
+            lists: [None, None],
+            t: None,
+            r: None,
+            out: None,
+        }
+    }
+}
+
+/// The XYZZ scratch of the curve with coordinates `F`, made on first use.
+fn curve_scratch<F: DeviceElem>(curves: &mut Vec<Box<dyn Any + Send>>) -> &mut CurveScratch<F> {
+    let at = match curves.iter().position(|c| c.is::<CurveScratch<F>>()) {
+        Some(i) => i,
+        None => {
+            curves.push(Box::new(CurveScratch::<F>::default()));
+            curves.len() - 1
+        }
+    };
+    match curves[at].downcast_mut::<CurveScratch<F>>() {
+        Some(cs) => cs,
+        None => unreachable!("found or made just above"),
+    }
+}
+
+/// `slot`'s buffer with room for at least `len` elements, reallocated
+/// (contents lost) when it is smaller.
+fn ensure<'a, T: DeviceElem>(
+    gpu: &Arc<Gpu>,
+    slot: &'a mut Option<DeviceBuffer<T>>,
+    len: usize,
+) -> Result<&'a mut DeviceBuffer<T>> {
+    if slot.as_ref().is_none_or(|b| b.len() < len) {
+        // Free the old buffer first, so the peak is the new size only.
+        *slot = None;
+        *slot = Some(DeviceBuffer::alloc(gpu, len, false)?);
+    }
+    match slot {
+        Some(buffer) => Ok(buffer),
+        None => unreachable!("allocated just above"),
+    }
+}
+
+/// Sets the first `len` elements of `buf` to zero bytes (identity points,
+/// zero counts), in stream order.
+fn clear<T: DeviceElem>(gpu: &Gpu, buf: &mut DeviceBuffer<T>, len: usize) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let what = || {
+        format!(
+            "clearing {len} elements of an MSM buffer on GPU {}",
+            gpu.ordinal()
+        )
+    };
+    if len > buf.len() {
+        return Err(Groth16Error::Cuda {
+            what: what(),
+            detail: format!("the buffer holds only {} elements", buf.len()),
+        });
+    }
+    let mut view = buf.slice_mut().slice_mut(0..len);
+    gpu.stream()
+        .memset_zeros(&mut view)
+        .map_err(|err| Groth16Error::Cuda {
+            what: what(),
+            detail: format!("{err:?}"),
+        })
+}
+
+fn u32_of(x: usize, what: &str) -> Result<u32> {
+    u32::try_from(x).map_err(|_| Groth16Error::MsmShape {
+        detail: format!("{what} is {x}, more than 32-bit kernel indices allow"),
+    })
+}
+
+fn grid(threads: u64, block: u32) -> Result<LaunchConfig> {
+    grid_1d(usize::try_from(threads).unwrap_or(usize::MAX), block)
+}
+
+impl GpuMsm {
+    /// MSMs on `gpu` with the default configuration.
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        Self::with_config(gpu, MsmConfig::default())
+    }
+
+    /// MSMs on `gpu` tuned by `config`.
+    pub fn with_config(gpu: Arc<Gpu>, config: MsmConfig) -> Self {
+        GpuMsm {
+            gpu,
+            config,
+            scratch: Mutex::new(Scratch::default()),
+        }
+    }
+
+    /// The GPU these MSMs run on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MsmConfig {
+        &self.config
+    }
+
+    /// Loads the PTX modules (JIT compilation takes seconds the first time),
+    /// so that a measurement or a latency-sensitive first proof does not pay
+    /// for it.
+    pub fn warm_up(&self) -> Result<()> {
+        for module in ["msm", "msm_g1", "msm_g2"] {
+            self.gpu.load_module(module)?;
+        }
+        Ok(())
+    }
+
+    /// The phase times of the latest call, when [`MsmConfig::profile`] is
+    /// set: (phase, seconds), in order.
+    pub fn last_profile(&self) -> Vec<(&'static str, f64)> {
+        self.lock().profile.clone()
+    }
+
+    /// sum scalars\[i\] * bases\[i\] for i < scalars.len() (which must not
+    /// exceed bases.len()); scalars in Montgomery form, the bytes of
+    /// `&[blstrs::Scalar]`.
+    pub fn g1(
+        &self,
+        bases: &DeviceBases<G1Affine>,
+        scalars: &DeviceBuffer<Scalar>,
+    ) -> Result<G1Projective> {
+        self.msm(bases, scalars, None)
+    }
+
+    /// [`GpuMsm::g1`] over G2.
+    pub fn g2(
+        &self,
+        bases: &DeviceBases<G2Affine>,
+        scalars: &DeviceBuffer<Scalar>,
+    ) -> Result<G2Projective> {
+        self.msm(bases, scalars, None)
+    }
+
+    /// Density-filtered, bellperson's layout: `scalars` holds every variable
+    /// (inputs then aux, as in the witness; at least `density.len()` of
+    /// them); `density` marks which are used; the used ones, in order, pair
+    /// with bases\[0..density.count()\].
+    pub fn g1_dense(
+        &self,
+        bases: &DeviceBases<G1Affine>,
+        scalars: &DeviceBuffer<Scalar>,
+        density: &DeviceDensity,
+    ) -> Result<G1Projective> {
+        self.msm(bases, scalars, Some(density))
+    }
+
+    /// [`GpuMsm::g1_dense`] over G2.
+    pub fn g2_dense(
+        &self,
+        bases: &DeviceBases<G2Affine>,
+        scalars: &DeviceBuffer<Scalar>,
+        density: &DeviceDensity,
+    ) -> Result<G2Projective> {
+        self.msm(bases, scalars, Some(density))
+    }
+
+    /// The MSM over either curve: [`GpuMsm::g1`] without a density,
+    /// [`GpuMsm::g1_dense`] with one.
+    pub fn msm<A: MsmAffine>(
+        &self,
+        bases: &DeviceBases<A>,
+        scalars: &DeviceBuffer<Scalar>,
+        density: Option<&DeviceDensity>,
+    ) -> Result<A::Projective> {
+        let (n, used) = match density {
+            None => (scalars.len(), scalars.len()),
+            Some(d) => {
+                if scalars.len() < d.len() {
+                    return Err(Groth16Error::MsmShape {
+                        detail: format!(
+                            "the density covers {} variables but the scalar buffer holds only {}",
+                            d.len(),
+                            scalars.len()
+                        ),
+                    });
+                }
+                (d.len(), d.count())
+            }
+        };
+        if used > bases.len() {
+            return Err(Groth16Error::MsmTooFewBases {
+                needed: used,
+                available: bases.len(),
+            });
+        }
+        if n > MAX_LEN {
+            return Err(Groth16Error::MsmShape {
+                detail: format!("{n} scalars are more than the {MAX_LEN} one MSM can index"),
+            });
+        }
+        if n == 0 {
+            return Ok(A::Projective::identity());
+        }
+        let _span =
+            tracing::debug_span!("msm", curve = A::CURVE, n, gpu = self.gpu.ordinal()).entered();
+        let mut scratch = self.lock();
+        scratch.profile.clear();
+        let mut run = Run {
+            gpu: &self.gpu,
+            config: &self.config,
+            s: &mut scratch,
+            phase_start: Instant::now(),
+        };
+        run.msm::<A>(bases, scalars, density, n as u32)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Scratch> {
+        // The scratch holds no invariant a panicking holder could break:
+        // every call sizes and clears what it uses.
+        self.scratch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// sum scalars\[i\] * bases\[i\] over G1 on `gpu`, from host slices (uploads
+/// both, for tests and one-off uses).
+pub fn msm_g1_host(gpu: &Arc<Gpu>, bases: &[G1Affine], scalars: &[Scalar]) -> Result<G1Projective> {
+    let bases = DeviceBases::upload(gpu, bases)?;
+    let scalars = gpu.upload(scalars)?;
+    GpuMsm::new(Arc::clone(gpu)).g1(&bases, &scalars)
+}
+
+/// [`msm_g1_host`] over G2.
+pub fn msm_g2_host(gpu: &Arc<Gpu>, bases: &[G2Affine], scalars: &[Scalar]) -> Result<G2Projective> {
+    let bases = DeviceBases::upload(gpu, bases)?;
+    let scalars = gpu.upload(scalars)?;
+    GpuMsm::new(Arc::clone(gpu)).g2(&bases, &scalars)
+}
+
+/// One MSM in progress: the launches, in order.
+struct Run<'a> {
+    gpu: &'a Arc<Gpu>,
+    config: &'a MsmConfig,
+    s: &'a mut Scratch,
+    phase_start: Instant,
+}
+
+impl Run<'_> {
+    fn kernel(&self, module: &str, op: &str, curve: Option<&str>) -> Result<Kernel> {
+        let name = match curve {
+            Some(c) => format!("msm_{op}_{c}_bls12_381"),
+            None => format!("msm_{op}_bls12_381"),
+        };
+        self.gpu.kernel(module, &name)
+    }
+
+    /// Ends a phase of the profile (waiting for the GPU) when profiling.
+    fn phase(&mut self, name: &'static str) -> Result<()> {
+        if self.config.profile {
+            self.gpu.synchronize()?;
+            let now = Instant::now();
+            self.s
+                .profile
+                .push((name, now.duration_since(self.phase_start).as_secs_f64()));
+            self.phase_start = now;
+        }
+        Ok(())
+    }
+
+    fn msm<A: MsmAffine>(
+        &mut self,
+        bases: &DeviceBases<A>,
+        scalars: &DeviceBuffer<Scalar>,
+        density: Option<&DeviceDensity>,
+        n: u32,
+    ) -> Result<A::Projective> {
+        let (n1, m) = self.classify(scalars, density, n)?;
+        self.phase("classify")?;
+        let mut result = A::Projective::identity();
+        if n1 > 0 {
+            result += self.sum_ones::<A>(bases, n1)?;
+            self.phase("ones")?;
+        }
+        if m > 0 {
+            result += self.pippenger::<A>(bases, m)?;
+        }
+        Ok(result)
+    }
+
+    /// Step 1: returns (ones, others).
+    fn classify(
+        &mut self,
+        scalars: &DeviceBuffer<Scalar>,
+        density: Option<&DeviceDensity>,
+        n: u32,
+    ) -> Result<(u32, u32)> {
+        let gpu = self.gpu;
+        let len = n as usize;
+        let k = self.kernel("msm", "classify", None)?;
+        let s = &mut *self.s;
+        let counters = ensure(gpu, &mut s.counters, 2)?;
+        clear(gpu, counters, 2)?;
+        let ones_idx = ensure(gpu, &mut s.ones_idx, len)?;
+        let other_idx = ensure(gpu, &mut s.other_idx, len)?;
+        let other = ensure(gpu, &mut s.other_scalars, len)?;
+        let no_bits = ensure(gpu, &mut s.no_bits, 1)?;
+        let no_prefix = ensure(gpu, &mut s.no_prefix, 1)?;
+        let (bits, prefix, use_density) = match density {
+            Some(d) => (&d.bits, &d.prefix, 1u32),
+            None => (&*no_bits, &*no_prefix, 0u32),
+        };
+        let ones_sep = u32::from(self.config.ones_separately);
+        // SAFETY: msm_classify_bls12_381(const fr_t* scalars, uint32_t n,
+        // const uint64_t* dens_bits, const uint32_t* dens_prefix, uint32_t
+        // use_density, uint32_t ones_separately, uint32_t* counters,
+        // uint32_t* ones_idx, uint32_t* other_idx, fr_t* other_scalars):
+        // thread i < n reads scalars[i] (scalars holds >= n: checked by the
+        // caller) and, with a density, word i/64 of bits and prefix (the
+        // density covers n variables); it writes at most one slot below n
+        // (counters count at most n) of ones_idx or other_idx/other_scalars,
+        // each allocated with n elements, and counters[0..2].
+        unsafe {
+            k.args()
+                .buf(scalars)
+                .arg(&n)
+                .buf(bits)
+                .buf(prefix)
+                .arg(&use_density)
+                .arg(&ones_sep)
+                .buf_mut(counters)
+                .buf_mut(ones_idx)
+                .buf_mut(other_idx)
+                .buf_mut(other)
+                .launch(grid(u64::from(n), SCALAR_BLOCK)?)?;
+        }
+        let c = counters.download()?;
+        Ok((c[0], c[1]))
+    }
+
+    /// Step 2: the sum of the bases of the n1 scalars equal to 1.
+    fn sum_ones<A: MsmAffine>(&mut self, bases: &DeviceBases<A>, n1: u32) -> Result<A::Projective> {
+        let gpu = self.gpu;
+        let sum_bases = self.kernel(A::MODULE, "sum_bases", Some(A::CURVE))?;
+        let sum_points = self.kernel(A::MODULE, "sum_points", Some(A::CURVE))?;
+        let gather = self.kernel(A::MODULE, "gather", Some(A::CURVE))?;
+        let per = plan::segment_len(u64::from(n1), 17, 16);
+        let mut l = n1.div_ceil(per);
+        let s = &mut *self.s;
+        let ones_idx = match &s.ones_idx {
+            Some(b) => b,
+            None => unreachable!("classify allocated it"),
+        };
+        let cs = curve_scratch::<A::Coord>(&mut s.curves);
+        let [la, lb] = &mut cs.lists;
+        let mut src = ensure(gpu, la, 4 * l as usize)?;
+        let mut dst = ensure(gpu, lb, 4 * l.div_ceil(PARTIALS_PER) as usize)?;
+        // SAFETY: msm_sum_bases_<c>_bls12_381(const affine_t* bases, const
+        // uint32_t* idx, uint32_t n, uint32_t per, xyzz_t* out): thread s
+        // reads idx[j] for j < n1 (classify wrote n1 entries) and the bases
+        // they name (indices of used variables, below bases.len(): checked
+        // by the caller), and writes out[s] for s < ceil(n1 / per) = l
+        // points, which `src` holds (4 coordinates each).
+        unsafe {
+            sum_bases
+                .args()
+                .buf(&bases.points)
+                .buf(ones_idx)
+                .arg(&n1)
+                .arg(&per)
+                .buf_mut(src)
+                .launch(grid(u64::from(l), CURVE_BLOCK)?)?;
+        }
+        while l > 1 {
+            let next = l.div_ceil(PARTIALS_PER);
+            // SAFETY: msm_sum_points_<c>_bls12_381(const xyzz_t* in,
+            // uint32_t n, uint32_t per, xyzz_t* out): reads in[0..l) (src
+            // holds l points), writes out[0..next) (dst holds next points).
+            unsafe {
+                sum_points
+                    .args()
+                    .buf(src)
+                    .arg(&l)
+                    .arg(&PARTIALS_PER)
+                    .buf_mut(dst)
+                    .launch(grid(u64::from(next), CURVE_BLOCK)?)?;
+            }
+            l = next;
+            std::mem::swap(&mut src, &mut dst);
+        }
+        let out = ensure(gpu, &mut cs.out, 4)?;
+        let one = 1u32;
+        // SAFETY: msm_gather_<c>_bls12_381(const xyzz_t* in, uint32_t n,
+        // uint32_t stride, xyzz_t* out): copies in[0] (src holds >= 1 point)
+        // to out[0] (out holds >= 1 point).
+        unsafe {
+            gather
+                .args()
+                .buf(src)
+                .arg(&one)
+                .arg(&one)
+                .buf_mut(out)
+                .launch(grid(1, CURVE_BLOCK)?)?;
+        }
+        let host = out.download()?;
+        Ok(A::from_xyzz(&host[..4]))
+    }
+
+    /// Step 3: Pippenger over the m other scalars.
+    fn pippenger<A: MsmAffine>(&mut self, bases: &DeviceBases<A>, m: u32) -> Result<A::Projective> {
+        let gpu = self.gpu;
+        let point_bytes = 4 * std::mem::size_of::<A::Coord>() as u64;
+        let c = match self.config.window_bits {
+            Some(c) if (MIN_WINDOW..=MAX_WINDOW).contains(&c) => c,
+            Some(c) => {
+                return Err(Groth16Error::MsmShape {
+                    detail: format!(
+                        "a window of {c} bits; the kernels take {MIN_WINDOW} to {MAX_WINDOW}"
+                    ),
+                });
+            }
+            None => window_bits(m as usize, self.config.max_bucket_bytes / point_bytes),
+        };
+        let w_all = windows(c);
+        let nb = plan::buckets_per_window(c);
+        let total_buckets = u64::from(w_all) * nb;
+        let group = plan::windows_per_pass(m as usize, c, self.config.max_entries_per_pass);
+        let max_entries = u64::from(m) * u64::from(group);
+        // Entries and segment starts stay below 2^32 in the kernels' u32
+        // arithmetic (start + per with per <= 256).
+        if max_entries + 256 >= 1 << 32 {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "{m} scalars x {group} windows per pass overflow 32-bit entry indices"
+                ),
+            });
+        }
+        let nb32 = u32_of(nb as usize, "buckets per window")?;
+        let _span = tracing::debug_span!("pippenger", m, c, windows = w_all, group).entered();
+
+        let histogram = self.kernel("msm", "histogram", None)?;
+        let scatter = self.kernel("msm", "scatter", None)?;
+        let accumulate = self.kernel(A::MODULE, self.config.accumulate.op(), Some(A::CURVE))?;
+        let partials = self.kernel(A::MODULE, "accumulate_partials", Some(A::CURVE))?;
+
+        let kg_max = u64::from(group) * nb;
+        {
+            let s = &mut *self.s;
+            ensure(gpu, &mut s.counts, kg_max as usize)?;
+            ensure(gpu, &mut s.offsets, kg_max as usize + 1)?;
+            ensure(gpu, &mut s.total, 1)?;
+            ensure(gpu, &mut s.entries, max_entries as usize)?;
+            let cs = curve_scratch::<A::Coord>(&mut s.curves);
+            let buckets = ensure(gpu, &mut cs.buckets, 4 * total_buckets as usize)?;
+            clear(gpu, buckets, 4 * total_buckets as usize)?;
+        }
+        self.phase("pippenger setup")?;
+
+        let mut w0 = 0;
+        while w0 < w_all {
+            let w1 = (w0 + group).min(w_all);
+            let kg = (w1 - w0) * nb32;
+            {
+                let s = &mut *self.s;
+                let (Some(other), Some(counts)) = (&s.other_scalars, &mut s.counts) else {
+                    unreachable!("allocated above");
+                };
+                clear(gpu, counts, kg as usize)?;
+                // SAFETY: msm_histogram_bls12_381(const fr_t* scalars,
+                // uint32_t m, uint32_t c, uint32_t w0, uint32_t w1, uint32_t*
+                // counts): thread i < m reads scalars[i] (classify wrote m
+                // canonical scalars) and increments counts[(w - w0) * nb +
+                // |d| - 1] < (w1 - w0) * nb = kg <= counts.len().
+                unsafe {
+                    histogram
+                        .args()
+                        .buf(other)
+                        .arg(&m)
+                        .arg(&c)
+                        .arg(&w0)
+                        .arg(&w1)
+                        .buf_mut(counts)
+                        .launch(grid(u64::from(m), SCALAR_BLOCK)?)?;
+                }
+            }
+            let e = self.scan(kg)?;
+            self.phase("sort: histogram + scan")?;
+            if e > 0 {
+                {
+                    let s = &mut *self.s;
+                    let (Some(other), Some(idx), Some(offsets), Some(entries)) = (
+                        &s.other_scalars,
+                        &s.other_idx,
+                        &mut s.offsets,
+                        &mut s.entries,
+                    ) else {
+                        unreachable!("allocated above");
+                    };
+                    // SAFETY: msm_scatter_bls12_381(const fr_t* scalars,
+                    // const uint32_t* idx, uint32_t m, uint32_t c, uint32_t
+                    // w0, uint32_t w1, uint32_t* offsets, uint2* entries):
+                    // thread i < m reads scalars[i] and idx[i]; it advances
+                    // offsets[key] for keys below kg (offsets holds kg + 1)
+                    // and writes 8-byte entries (u64 elements) at the
+                    // claimed positions, which the exclusive scan of the
+                    // same digits' histogram bounds by e <= m * group =
+                    // entries.len().
+                    unsafe {
+                        scatter
+                            .args()
+                            .buf(other)
+                            .buf(idx)
+                            .arg(&m)
+                            .arg(&c)
+                            .arg(&w0)
+                            .arg(&w1)
+                            .buf_mut(offsets)
+                            .buf_mut(entries)
+                            .launch(grid(u64::from(m), SCALAR_BLOCK)?)?;
+                    }
+                }
+                self.phase("sort: scatter")?;
+                self.accumulate::<A>(bases, &accumulate, &partials, e)?;
+                self.phase("accumulate")?;
+            }
+            w0 = w1;
+        }
+        let sums = self.reduce::<A>(w_all, nb32)?;
+        self.phase("bucket reduction")?;
+        // sum_w 2^(c w) S_w by Horner's rule: W * c doublings, cheaper on
+        // the CPU (about 0.3 us each) than one GPU thread's (several us).
+        let mut acc = A::Projective::identity();
+        for w in (0..w_all as usize).rev() {
+            for _ in 0..c {
+                acc = acc.double();
+            }
+            acc += A::from_xyzz(&sums[4 * w..4 * w + 4]);
+        }
+        self.phase("window combination")?;
+        Ok(acc)
+    }
+
+    /// Exclusive scan of counts[0..n) into offsets[0..=n]; returns the total.
+    fn scan(&mut self, n: u32) -> Result<u32> {
+        let gpu = self.gpu;
+        let reduce = self.kernel("msm", "scan_reduce", None)?;
+        let apply = self.kernel("msm", "scan_apply", None)?;
+        // Level sizes: n, ceil(n / SCAN_PER), ... down to one thread's worth.
+        let mut sizes = vec![n];
+        while let Some(&last) = sizes.last() {
+            if last <= SCAN_PER {
+                break;
+            }
+            sizes.push(last.div_ceil(SCAN_PER));
+        }
+        let s = &mut *self.s;
+        // scan_levels[l - 1] holds level l's values (the chunk sums of level
+        // l - 1) and their exclusive scan, for l >= 1.
+        for (l, &size) in sizes.iter().enumerate().skip(1) {
+            let len = size as usize;
+            if s.scan_levels.len() < l {
+                s.scan_levels.push((
+                    DeviceBuffer::alloc(gpu, len, false)?,
+                    DeviceBuffer::alloc(gpu, len + 1, false)?,
+                ));
+            } else if s.scan_levels[l - 1].0.len() < len {
+                s.scan_levels[l - 1] = (
+                    DeviceBuffer::alloc(gpu, len, false)?,
+                    DeviceBuffer::alloc(gpu, len + 1, false)?,
+                );
+            }
+        }
+        let (Some(counts), Some(offsets), Some(total), Some(unused)) =
+            (&s.counts, &mut s.offsets, &mut s.total, &s.no_prefix)
+        else {
+            unreachable!("allocated by the caller and by classify");
+        };
+        // Upward: level l's values are the chunk sums of level l - 1.
+        for l in 1..sizes.len() {
+            let (lower, upper) = s.scan_levels.split_at_mut(l - 1);
+            let input = if l == 1 { counts } else { &lower[l - 2].0 };
+            let n_in = sizes[l - 1];
+            // SAFETY: msm_scan_reduce_bls12_381(const uint32_t* in, uint32_t
+            // n, uint32_t per, uint32_t* sums): thread t reads in[t*per ..
+            // min(n, t*per + per)) (input holds at least n_in = sizes[l - 1])
+            // and writes sums[t] for t < ceil(n_in / per) = sizes[l], the
+            // length of level l's values buffer.
+            unsafe {
+                reduce
+                    .args()
+                    .buf(input)
+                    .arg(&n_in)
+                    .arg(&SCAN_PER)
+                    .buf_mut(&mut upper[0].0)
+                    .launch(grid(u64::from(sizes[l]), SCALAR_BLOCK)?)?;
+            }
+        }
+        // Downward: scan each level's values, each chunk starting from the
+        // scanned chunk sum one level up (none at the top level).
+        for l in (0..sizes.len()).rev() {
+            let threads = u64::from(sizes[l].div_ceil(SCAN_PER));
+            let top = l + 1 == sizes.len();
+            let has_base = u32::from(!top);
+            let (lower, upper) = s.scan_levels.split_at_mut(l);
+            let base: &DeviceBuffer<u32> = if top { unused } else { &upper[0].1 };
+            let mut args;
+            if l == 0 {
+                args = apply.args();
+                args.buf(counts)
+                    .arg(&sizes[0])
+                    .arg(&SCAN_PER)
+                    .buf(base)
+                    .arg(&has_base)
+                    .buf_mut(offsets);
+            } else {
+                let (values, scanned) = &mut lower[l - 1];
+                args = apply.args();
+                args.buf(values)
+                    .arg(&sizes[l])
+                    .arg(&SCAN_PER)
+                    .buf(base)
+                    .arg(&has_base)
+                    .buf_mut(scanned);
+            }
+            // SAFETY: msm_scan_apply_bls12_381(const uint32_t* in, uint32_t
+            // n, uint32_t per, const uint32_t* base, uint32_t has_base,
+            // uint32_t* out, uint32_t* total): thread t < ceil(n / per) reads
+            // in[t*per .. min(n, ..)) (the level's values: sizes[l] of them),
+            // base[t] only when has_base (the scan one level up holds
+            // sizes[l + 1] + 1 = threads + 1 entries), and writes out[0..=n]
+            // (the level's scan buffer holds sizes[l] + 1) and total[0].
+            // Without a base the stand-in buffer is passed and never read.
+            unsafe {
+                args.buf_mut(total).launch(grid(threads, SCALAR_BLOCK)?)?;
+            }
+        }
+        // The last apply (level 0) wrote the total of all counts.
+        let t = total.download()?;
+        Ok(t[0])
+    }
+
+    /// Bucket accumulation of one pass's e sorted entries.
+    fn accumulate<A: MsmAffine>(
+        &mut self,
+        bases: &DeviceBases<A>,
+        accumulate: &Kernel,
+        partials: &Kernel,
+        e: u32,
+    ) -> Result<()> {
+        let gpu = self.gpu;
+        let per = plan::segment_len(u64::from(e), 18, 32);
+        let mut l = e.div_ceil(per);
+        // Level 1's list has l entries, level 2's ceil(l / PARTIALS_PER), and
+        // the levels after alternate between the two buffers, shrinking.
+        let (len0, len1) = (l as usize, l.div_ceil(PARTIALS_PER) as usize);
+        let s = &mut *self.s;
+        let [lk0, lk1] = &mut s.list_keys;
+        let lk0 = ensure(gpu, lk0, len0)?;
+        let lk1 = ensure(gpu, lk1, len1)?;
+        let cs = curve_scratch::<A::Coord>(&mut s.curves);
+        let [lv0, lv1] = &mut cs.lists;
+        let lv0 = ensure(gpu, lv0, 4 * len0)?;
+        let lv1 = ensure(gpu, lv1, 4 * len1)?;
+        let (Some(entries), Some(buckets)) = (&s.entries, &mut cs.buckets) else {
+            unreachable!("allocated by the caller");
+        };
+        // SAFETY: msm_accumulate_<variant>_<c>_bls12_381(const uint2*
+        // entries, uint32_t e, uint32_t per, const affine_t* bases, xyzz_t*
+        // buckets, uint32_t* out_keys, xyzz_t* out_vals): thread s <
+        // ceil(e / per) = l reads entries in [s*per - 1, min(e, s*per +
+        // per)) (the scatter wrote e of them) and prefetches or reads the
+        // bases they name (the low 31 bits are indices of used variables,
+        // below bases.len()); it writes buckets[key] for keys below the
+        // total bucket count (the buffer holds all of them), and
+        // out_keys[s], out_vals[s] with s < l (lk0 and lv0 hold l entries).
+        unsafe {
+            accumulate
+                .args()
+                .buf(entries)
+                .arg(&e)
+                .arg(&per)
+                .buf(&bases.points)
+                .buf_mut(buckets)
+                .buf_mut(lk0)
+                .buf_mut(lv0)
+                .launch(grid(u64::from(l), CURVE_BLOCK)?)?;
+        }
+        let (mut src_k, mut src_v, mut dst_k, mut dst_v) = (lk0, lv0, lk1, lv1);
+        while l > 1 {
+            let next = l.div_ceil(PARTIALS_PER);
+            // SAFETY: msm_accumulate_partials_<c>_bls12_381(const uint32_t*
+            // in_keys, const xyzz_t* in_vals, uint32_t l, uint32_t per,
+            // xyzz_t* buckets, uint32_t* out_keys, xyzz_t* out_vals): thread
+            // s < next reads the previous level's l entries (src), updates
+            // buckets of keys found there (valid bucket indices), and writes
+            // out_keys[s], out_vals[s]: dst holds at least next entries (the
+            // first pass's dst holds ceil(l0 / PARTIALS_PER), and every
+            // later list is shorter).
+            unsafe {
+                partials
+                    .args()
+                    .buf(src_k)
+                    .buf(src_v)
+                    .arg(&l)
+                    .arg(&PARTIALS_PER)
+                    .buf_mut(buckets)
+                    .buf_mut(dst_k)
+                    .buf_mut(dst_v)
+                    .launch(grid(u64::from(next), CURVE_BLOCK)?)?;
+            }
+            l = next;
+            std::mem::swap(&mut src_k, &mut dst_k);
+            std::mem::swap(&mut src_v, &mut dst_v);
+        }
+        Ok(())
+    }
+
+    /// Bucket reduction: each window's sum_j (j + 1) B_j, downloaded as
+    /// XYZZ coordinates (4 per window).
+    fn reduce<A: MsmAffine>(&mut self, w_all: u32, nb: u32) -> Result<Vec<A::Coord>> {
+        let gpu = self.gpu;
+        let sums_k = self.kernel(A::MODULE, "bucket_sums", Some(A::CURVE))?;
+        let merge = self.kernel(A::MODULE, "bucket_merge", Some(A::CURVE))?;
+        let gather = self.kernel(A::MODULE, "gather", Some(A::CURVE))?;
+        let part_log2 = plan::part_log2(u64::from(w_all) * u64::from(nb), u64::from(nb));
+        let parts = nb >> part_log2;
+        let threads = u64::from(w_all) * u64::from(parts);
+        let s = &mut *self.s;
+        let cs = curve_scratch::<A::Coord>(&mut s.curves);
+        let CurveScratch {
+            buckets, t, r, out, ..
+        } = cs;
+        let Some(buckets) = buckets.as_ref() else {
+            unreachable!("allocated by the caller");
+        };
+        let t = ensure(gpu, t, 4 * threads as usize)?;
+        let r = ensure(gpu, r, 4 * threads as usize)?;
+        // SAFETY: msm_bucket_sums_<c>_bls12_381(const xyzz_t* buckets,
+        // uint32_t windows, uint32_t nb, uint32_t part_log2, xyzz_t* t,
+        // xyzz_t* r): thread id < windows * parts reads buckets [w * nb + p *
+        // 2^part_log2, + 2^part_log2) within windows * nb (parts * 2^part_log2
+        // = nb), and writes t[id], r[id] (both hold windows * parts points).
+        unsafe {
+            sums_k
+                .args()
+                .buf(buckets)
+                .arg(&w_all)
+                .arg(&nb)
+                .arg(&part_log2)
+                .buf_mut(t)
+                .buf_mut(r)
+                .launch(grid(threads, CURVE_BLOCK)?)?;
+        }
+        let mut level = 0u32;
+        while (1u32 << level) < parts {
+            let merges = u64::from(w_all) * u64::from(parts >> (level + 1));
+            // SAFETY: msm_bucket_merge_<c>_bls12_381(xyzz_t* t, xyzz_t* r,
+            // uint32_t windows, uint32_t parts, uint32_t level, uint32_t
+            // part_log2): thread id < windows * (parts >> (level + 1)) reads
+            // and writes entries a < b < (w + 1) * parts of t and r, which
+            // hold windows * parts points.
+            unsafe {
+                merge
+                    .args()
+                    .buf_mut(t)
+                    .buf_mut(r)
+                    .arg(&w_all)
+                    .arg(&parts)
+                    .arg(&level)
+                    .arg(&part_log2)
+                    .launch(grid(merges, CURVE_BLOCK)?)?;
+            }
+            level += 1;
+        }
+        let out = ensure(gpu, out, 4 * w_all as usize)?;
+        // SAFETY: msm_gather_<c>_bls12_381(const xyzz_t* in, uint32_t n,
+        // uint32_t stride, xyzz_t* out): thread i < windows copies in[i *
+        // parts] (t holds windows * parts points) to out[i] (out holds at
+        // least windows points).
+        unsafe {
+            gather
+                .args()
+                .buf(t)
+                .arg(&w_all)
+                .arg(&parts)
+                .buf_mut(out)
+                .launch(grid(u64::from(w_all), CURVE_BLOCK)?)?;
+        }
+        let mut host = out.download()?;
+        host.truncate(4 * w_all as usize);
+        Ok(host)
+    }
+}

@@ -1,0 +1,236 @@
+//! Host-side sizing of a GPU MSM: the window size, how many windows one
+//! pass sorts, and how the kernels split their work. Pure functions, tested
+//! on machines without a GPU.
+
+/// The narrowest and widest windows the kernels take (kernels/msm/digits.cuh,
+/// `MSM_MAX_WINDOW`): 2^c and the signed digits fit in 32 bits.
+pub const MIN_WINDOW: u32 = 2;
+/// See [`MIN_WINDOW`].
+pub const MAX_WINDOW: u32 = 24;
+
+/// Bits of a BLS12-381 scalar the windows must cover: scalars are below
+/// r < 2^255, and with signed digits the top window needs one bit of room
+/// for the carry (see [`windows`]).
+const SCALAR_BITS: u32 = 256;
+
+/// Cost of one (bucket, point) entry relative to a mixed addition: the
+/// addition itself plus its share of the histogram, the scatter and the
+/// loads.
+const ENTRY_COST: f64 = 1.15;
+/// Cost of one bucket: two full XYZZ additions in the reduction (about 1.4
+/// mixed additions each) plus clearing and counting it.
+const BUCKET_COST: f64 = 3.0;
+
+/// Windows of `c` bits with signed digits in [-2^(c-1), 2^(c-1)]: the
+/// smallest w with w * c >= 256, so the top window never carries out.
+pub fn windows(c: u32) -> u32 {
+    SCALAR_BITS.div_ceil(c)
+}
+
+/// Buckets per window with `c`-bit signed digits (digits 1 ..= 2^(c-1)).
+pub fn buckets_per_window(c: u32) -> u64 {
+    1 << (c - 1)
+}
+
+/// The window size for `m` scalars that are neither 0 nor 1, among those
+/// whose buckets (all windows together) number at most `max_buckets`.
+///
+/// Minimises m * windows(c) * ENTRY_COST + windows(c) * 2^(c-1) *
+/// BUCKET_COST: wider windows mean fewer entries to sort and add but more
+/// buckets to reduce. For 2^20 scalars this picks 16 bits, for 2^22 18,
+/// for 2^24 20, for 2^26 22 (tested below); `examples/msm_bench.rs` sweeps
+/// the neighbours of the choice at 2^20 and 2^24 and records the times in
+/// bench-data/msm/.
+pub fn window_bits(m: usize, max_buckets: u64) -> u32 {
+    let cost = |c: u32| {
+        let w = f64::from(windows(c));
+        m as f64 * w * ENTRY_COST + w * buckets_per_window(c) as f64 * BUCKET_COST
+    };
+    let mut best = MIN_WINDOW;
+    for c in MIN_WINDOW..=MAX_WINDOW {
+        if u64::from(windows(c)) * buckets_per_window(c) > max_buckets {
+            break;
+        }
+        if cost(c) < cost(best) {
+            best = c;
+        }
+    }
+    best
+}
+
+/// How many windows one pass sorts: as many as keep the pass's entries
+/// (at most one per scalar and window) within `max_entries`, at least one.
+pub fn windows_per_pass(m: usize, c: u32, max_entries: usize) -> u32 {
+    let fit = (max_entries / m.max(1)).min(windows(c) as usize);
+    u32::try_from(fit).unwrap_or(u32::MAX).max(1)
+}
+
+/// Entries per thread of a segmented sum over `len` elements: a power of
+/// two in [min, 256], about len >> shift, so that large inputs give each
+/// thread long runs (fewer partial sums for the next level) while small
+/// ones still spread over enough threads. With shift 18, 2^24 random
+/// scalars (about 2^27.7 entries) get 256 per thread, 870k threads.
+pub fn segment_len(len: u64, shift: u32, min: u32) -> u32 {
+    let target = prev_pow2(len >> shift);
+    u32::try_from(target).unwrap_or(u32::MAX).clamp(min, 256)
+}
+
+/// log2 of the buckets each thread of the reduction's first step takes:
+/// enough parts that all windows together give about 2^16 threads, each
+/// part a power of two no longer than a window.
+pub fn part_log2(total_buckets: u64, per_window: u64) -> u32 {
+    let len = prev_pow2((total_buckets >> 16).max(1)).min(per_window);
+    len.trailing_zeros()
+}
+
+/// The largest power of two not above x (1 for x = 0).
+fn prev_pow2(x: u64) -> u64 {
+    if x == 0 {
+        1
+    } else {
+        1 << (63 - x.leading_zeros())
+    }
+}
+
+/// The signed digits of a canonical scalar (little-endian 32-bit limbs) in
+/// windows of `c` bits: the CPU twin of `msm_digit` in
+/// kernels/msm/digits.cuh.
+#[cfg(test)]
+pub(crate) fn signed_digits(limbs: &[u32; 8], c: u32) -> Vec<i32> {
+    let bits = |bit: u32| -> u32 {
+        let (limb, off) = ((bit / 32) as usize, bit % 32);
+        if limb >= 8 {
+            return 0;
+        }
+        let lo = limbs[limb] >> off;
+        let hi = if off != 0 && limb + 1 < 8 {
+            limbs[limb + 1] << (32 - off)
+        } else {
+            0
+        };
+        (lo | hi) & ((1u32 << c) - 1)
+    };
+    let mut carry = 0;
+    (0..windows(c))
+        .map(|w| {
+            let raw = bits(w * c) + carry;
+            if raw > 1 << (c - 1) {
+                carry = 1;
+                raw as i32 - (1i32 << c)
+            } else {
+                carry = 0;
+                raw as i32
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use blstrs::Scalar;
+    use ff::{Field, PrimeField};
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    fn limbs(s: &Scalar) -> [u32; 8] {
+        let bytes = s.to_repr();
+        let mut out = [0u32; 8];
+        for (i, chunk) in bytes.as_ref().chunks(4).enumerate() {
+            out[i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+        }
+        out
+    }
+
+    /// sum_w d_w 2^(c w) in the scalar field.
+    fn recompose(digits: &[i32], c: u32) -> Scalar {
+        let mut acc = Scalar::ZERO;
+        let step = Scalar::from(2u64).pow_vartime([u64::from(c)]);
+        for d in digits.iter().rev() {
+            acc *= step;
+            let mag = Scalar::from(u64::from(d.unsigned_abs()));
+            acc += if *d < 0 { -mag } else { mag };
+        }
+        acc
+    }
+
+    #[test]
+    fn signed_digits_recompose_within_bounds() {
+        let mut rng = ChaCha20Rng::seed_from_u64(3);
+        let mut scalars = vec![
+            Scalar::ZERO,
+            Scalar::ONE,
+            -Scalar::ONE,
+            Scalar::from(2u64).pow_vartime([254]),
+            Scalar::from(2u64).pow_vartime([254]) - Scalar::ONE,
+            Scalar::from(u64::MAX),
+        ];
+        scalars.extend((0..200).map(|_| Scalar::random(&mut rng)));
+        for c in MIN_WINDOW..=MAX_WINDOW {
+            for s in &scalars {
+                let digits = signed_digits(&limbs(s), c);
+                assert_eq!(digits.len() as u32, windows(c));
+                let half = 1i32 << (c - 1);
+                assert!(digits.iter().all(|d| (-half..=half).contains(d)), "c = {c}");
+                assert_eq!(recompose(&digits, c), *s, "c = {c}, s = {s:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn windows_cover_the_scalar_with_room_for_the_carry() {
+        for c in MIN_WINDOW..=MAX_WINDOW {
+            let w = windows(c);
+            assert!(w * c >= 256 && (w - 1) * c < 256, "c = {c}");
+        }
+        assert_eq!(windows(16), 16);
+        assert_eq!(windows(20), 13);
+        assert_eq!(windows(22), 12);
+    }
+
+    #[test]
+    fn window_choice_grows_with_size_and_respects_memory() {
+        let unlimited = u64::MAX;
+        assert_eq!(window_bits(1 << 20, unlimited), 16);
+        assert_eq!(window_bits(1 << 22, unlimited), 18);
+        assert_eq!(window_bits(1 << 24, unlimited), 20);
+        assert_eq!(window_bits(1 << 26, unlimited), 22);
+        let mut last = MIN_WINDOW;
+        for log in 0..31 {
+            let c = window_bits(1 << log, unlimited);
+            assert!((MIN_WINDOW..=MAX_WINDOW).contains(&c));
+            assert!(c >= last, "2^{log}: {c} after {last}");
+            last = c;
+        }
+        // A bucket budget caps the window.
+        let cap = u64::from(windows(18)) * buckets_per_window(18);
+        assert_eq!(window_bits(1 << 26, cap), 18);
+        assert_eq!(window_bits(1, 0), MIN_WINDOW);
+    }
+
+    #[test]
+    fn passes_split_windows_by_the_entry_budget() {
+        assert_eq!(windows_per_pass(1 << 24, 20, 1 << 28), 13);
+        assert_eq!(windows_per_pass(1 << 26, 22, 1 << 28), 4);
+        assert_eq!(windows_per_pass(1 << 30, 22, 1 << 28), 1);
+        assert_eq!(windows_per_pass(0, 16, 1 << 28), 16);
+    }
+
+    #[test]
+    fn segment_lengths_are_clamped_powers_of_two() {
+        assert_eq!(segment_len(0, 18, 32), 32);
+        assert_eq!(segment_len(1000, 18, 32), 32);
+        assert_eq!(segment_len(1 << 24, 18, 32), 64);
+        assert_eq!(segment_len((1 << 24) * 13, 18, 32), 256);
+        assert_eq!(segment_len(u64::MAX, 18, 32), 256);
+        assert_eq!(segment_len(100, 17, 16), 16);
+    }
+
+    #[test]
+    fn reduction_parts_divide_the_window() {
+        assert_eq!(part_log2(13 << 19, 1 << 19), 6);
+        assert_eq!(part_log2(16 << 15, 1 << 15), 3);
+        assert_eq!(part_log2(128 * 2, 2), 0);
+        assert_eq!(part_log2(1 << 40, 1 << 10), 10);
+    }
+}

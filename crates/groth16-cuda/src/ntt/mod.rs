@@ -1,0 +1,631 @@
+//! NTTs over BLS12-381's Fr on the GPU (PTX module `ntt`), and the H
+//! polynomial of a Groth16 proof from device-resident a, b, c.
+//!
+//! [`GpuNtt`] plans each domain size once ([`plan::DomainPlan`]: the passes
+//! and the small twiddle and scaling tables, uploaded and kept on the device)
+//! and launches the passes on the GPU's stream. The results equal
+//! bellperson's `EvaluationDomain` bit for bit (same omega, same coset
+//! generator, same scalings): field arithmetic is exact, so any correct
+//! transform gives the same canonical bytes; the tests compare against
+//! [`crate::cpu::compute_h`] and `EvaluationDomain` directly.
+//!
+//! The H computation makes 7 transforms of 3 passes at 2^26 (plus one fused
+//! bit-reversal), each pass one read and one write of the vector, and is
+//! bound by field multiplications, not memory: on an H200 a 2^26 H takes
+//! 252 ms against 208 ms for its multiplications at the measured Fr rate
+//! and 23 ms for its bytes at the measured copy bandwidth
+//! (`examples/ntt_bench.rs`, bench-data/ntt/2026-11-29-ea85b80-h.json).
+
+pub mod plan;
+
+use std::{
+    collections::HashMap,
+    mem::{size_of, size_of_val},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+};
+
+use blstrs::Scalar;
+use cudarc::driver::{
+    CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig, result as cu_result,
+};
+
+use crate::{
+    Groth16Error, Result,
+    cuda::{DeviceBuffer, Gpu},
+};
+use plan::{DomainPlan, Launch, MAX_LOG2, Op, PRE_AB_MINUS_C, TableSpec, Vector};
+
+/// The PTX module's name.
+const MODULE: &str = "ntt";
+
+// SAFETY: `PassParams` is `repr(C)`, `Copy`, made only of `u32` fields (no
+// padding, no pointers), with the field order of `ntt_pass_params` in
+// kernels/ntt/ntt.cuh, so its bytes are the kernel's parameter.
+unsafe impl DeviceRepr for plan::PassParams {}
+// SAFETY: as above, for `ntt_bitrev_params`.
+unsafe impl DeviceRepr for plan::BitrevParams {}
+
+/// How [`GpuNtt::compute_h_from_host`] uploads its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upload {
+    /// a on the GPU's stream, b and c on a second stream while a is being
+    /// transformed (fully asynchronous only from pinned host memory).
+    Overlapped,
+    /// Everything on the GPU's stream, one after the other.
+    Serial,
+}
+
+/// Device buffers for [`GpuNtt::compute_h_from_host`]: three vectors of
+/// 2^log2 elements, allocated once and reused.
+#[derive(Debug)]
+pub struct HBuffers {
+    pub a: DeviceBuffer<Scalar>,
+    pub b: DeviceBuffer<Scalar>,
+    pub c: DeviceBuffer<Scalar>,
+    log2: u32,
+}
+
+impl HBuffers {
+    /// The buffers' log2 length.
+    pub fn log2(&self) -> u32 {
+        self.log2
+    }
+}
+
+/// A domain's plan and its tables on the device.
+struct Domain {
+    plan: DomainPlan,
+    tables: Vec<DeviceBuffer<Scalar>>,
+}
+
+/// The NTT kernels of one GPU, with the tables of every domain size used so
+/// far cached on the device. Cheap to share (`&self` everywhere); launches go
+/// to the GPU's one stream.
+pub struct GpuNtt {
+    gpu: Arc<Gpu>,
+    domains: Mutex<HashMap<u32, Arc<Domain>>>,
+    /// The second stream of [`Upload::Overlapped`], created on first use.
+    copy_stream: Mutex<Option<Arc<CudaStream>>>,
+}
+
+impl std::fmt::Debug for GpuNtt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut sizes: Vec<u32> = lock(&self.domains).keys().copied().collect();
+        sizes.sort_unstable();
+        f.debug_struct("GpuNtt")
+            .field("gpu", &self.gpu.ordinal())
+            .field("domains_log2", &sizes)
+            .finish()
+    }
+}
+
+impl GpuNtt {
+    /// The NTT of `gpu`; nothing is loaded or allocated until first use.
+    pub fn new(gpu: Arc<Gpu>) -> Self {
+        GpuNtt {
+            gpu,
+            domains: Mutex::new(HashMap::new()),
+            copy_stream: Mutex::new(None),
+        }
+    }
+
+    /// The GPU it runs on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// Loads the module and builds the tables of a 2^log2 domain now, to
+    /// take that one-time work out of a measurement.
+    pub fn prepare(&self, log2: u32) -> Result<()> {
+        self.gpu.load_module(MODULE)?;
+        if log2 > 0 {
+            self.domain(log2)?;
+        }
+        Ok(())
+    }
+
+    /// Computes h in place in `a` from device-resident a, b, c of m = 2^log2
+    /// elements each (the caller zero-pads from n to m): afterwards
+    /// `a[0..m-1]` is h exactly as [`crate::cpu::compute_h`] gives it
+    /// (`a[m-1]` is unspecified). b and c are used as scratch.
+    ///
+    /// Asynchronous: the kernels are queued on the GPU's stream; a later
+    /// copy or [`Gpu::synchronize`] waits for them and reports their faults.
+    pub fn compute_h(
+        &self,
+        a: &mut DeviceBuffer<Scalar>,
+        b: &mut DeviceBuffer<Scalar>,
+        c: &mut DeviceBuffer<Scalar>,
+        log2: u32,
+    ) -> Result<()> {
+        for (what, v) in [("a", &*a), ("b", &*b), ("c", &*c)] {
+            check_len(what, v, log2)?;
+        }
+        if log2 == 0 {
+            // m = 1: h has no coefficient.
+            return Ok(());
+        }
+        let _s = tracing::debug_span!("ntt_h", log2).entered();
+        let domain = self.domain(log2)?;
+        self.run(&domain, &domain.plan.launches(Op::H), a, Some(b), Some(c))
+    }
+
+    /// bellperson's `EvaluationDomain::fft` of `x` (2^log2 elements) in place.
+    pub fn fft(&self, x: &mut DeviceBuffer<Scalar>, log2: u32) -> Result<()> {
+        self.transform(Op::Fft, x, log2)
+    }
+
+    /// bellperson's `EvaluationDomain::ifft` (with the 1/m scaling).
+    pub fn ifft(&self, x: &mut DeviceBuffer<Scalar>, log2: u32) -> Result<()> {
+        self.transform(Op::Ifft, x, log2)
+    }
+
+    /// bellperson's `EvaluationDomain::coset_fft`.
+    pub fn coset_fft(&self, x: &mut DeviceBuffer<Scalar>, log2: u32) -> Result<()> {
+        self.transform(Op::CosetFft, x, log2)
+    }
+
+    /// bellperson's `EvaluationDomain::icoset_fft`.
+    pub fn icoset_fft(&self, x: &mut DeviceBuffer<Scalar>, log2: u32) -> Result<()> {
+        self.transform(Op::IcosetFft, x, log2)
+    }
+
+    /// Low level: queues `launches`, made by [`DomainPlan::launches`] (or
+    /// its parts) for a domain of 2^log2, on vectors a, b, c of that size
+    /// (b and c as the launches need them). For timing the passes one by one.
+    /// A launch the domain's plan does not make is refused
+    /// ([`DomainPlan::is_planned`]).
+    pub fn run_launches(
+        &self,
+        log2: u32,
+        launches: &[Launch],
+        a: &mut DeviceBuffer<Scalar>,
+        b: Option<&mut DeviceBuffer<Scalar>>,
+        c: Option<&mut DeviceBuffer<Scalar>>,
+    ) -> Result<()> {
+        check_len("a", a, log2)?;
+        for (what, v) in [("b", b.as_deref()), ("c", c.as_deref())] {
+            if let Some(v) = v {
+                check_len(what, v, log2)?;
+            }
+        }
+        if log2 == 0 {
+            return Ok(());
+        }
+        let domain = self.domain(log2)?;
+        if let Some(l) = launches.iter().find(|l| !domain.plan.is_planned(l)) {
+            return Err(Groth16Error::NttSize {
+                detail: format!("a launch the plan of 2^{log2} does not make: {l:?}"),
+            });
+        }
+        self.run(&domain, launches, a, b, c)
+    }
+
+    fn transform(&self, op: Op, x: &mut DeviceBuffer<Scalar>, log2: u32) -> Result<()> {
+        check_len("the vector", x, log2)?;
+        if log2 == 0 {
+            // Every transform of one element is the identity.
+            return Ok(());
+        }
+        let domain = self.domain(log2)?;
+        self.run(&domain, &domain.plan.launches(op), x, None, None)
+    }
+
+    /// Host convenience: the same output as [`crate::cpu::compute_h`]`(a, b,
+    /// c)` for any n = a.len() (zero-padded to the next power of two m; h has
+    /// m - 1 coefficients). Waits for the GPU.
+    pub fn compute_h_host(&self, a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Result<Vec<Scalar>> {
+        let log2 = h_log2(a, b, c)?;
+        let m = 1usize << log2;
+        let mut bufs = self.alloc_h_buffers(log2)?;
+        let mut out = vec![Scalar::from(0u64); m - 1];
+        self.compute_h_from_host(a, b, c, &mut out, &mut bufs, Upload::Serial)?;
+        Ok(out)
+    }
+
+    /// Three device vectors of 2^log2 elements for
+    /// [`GpuNtt::compute_h_from_host`].
+    pub fn alloc_h_buffers(&self, log2: u32) -> Result<HBuffers> {
+        if log2 > MAX_LOG2 {
+            return Err(Groth16Error::NttSize {
+                detail: format!("buffers of 2^{log2} elements; the NTT takes up to 2^{MAX_LOG2}"),
+            });
+        }
+        let m = 1usize << log2;
+        Ok(HBuffers {
+            a: self.gpu.alloc_zeros(m)?,
+            b: self.gpu.alloc_zeros(m)?,
+            c: self.gpu.alloc_zeros(m)?,
+            log2,
+        })
+    }
+
+    /// h from host a, b, c of n <= 2^bufs.log2 elements (zero-padded on the
+    /// device) into `out`, which takes the m - 1 coefficients. With
+    /// [`Upload::Overlapped`] the upload of b and c runs on a second stream
+    /// while a is being transformed; that overlap needs page-locked host
+    /// memory (e.g. leases of `cuzk-pinned-pool`): from pageable memory the
+    /// driver copies synchronously and the result is the same, only slower.
+    /// Waits for the GPU before returning, also on errors, so the host
+    /// slices are never read after the call.
+    pub fn compute_h_from_host(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        out: &mut [Scalar],
+        bufs: &mut HBuffers,
+        upload: Upload,
+    ) -> Result<()> {
+        let log2 = bufs.log2;
+        let m = 1usize << log2;
+        let n = a.len();
+        if b.len() != n || c.len() != n || n > m || out.len() != m - 1 {
+            return Err(Groth16Error::NttSize {
+                detail: format!(
+                    "a, b, c of {}, {}, {} elements into buffers of 2^{log2} and an output of {} \
+                     (a, b, c must have the same length n <= m, the output m - 1 = {})",
+                    n,
+                    b.len(),
+                    c.len(),
+                    out.len(),
+                    m - 1
+                ),
+            });
+        }
+        let _s = tracing::debug_span!("ntt_h_from_host", log2, n, ?upload).entered();
+        let main = Arc::clone(self.gpu.stream());
+        let copy = match upload {
+            Upload::Overlapped => self.copy_stream()?,
+            Upload::Serial => Arc::clone(&main),
+        };
+        let result = self.h_from_host_queued(a, b, c, out, bufs, &main, &copy);
+        // Whatever happened, nothing may still read the host slices or write
+        // `out` once this returns.
+        let waited = self.gpu.synchronize().and_then(|()| {
+            copy.synchronize()
+                .map_err(cuda_error("waiting for the copy stream"))
+        });
+        result.and(waited)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn h_from_host_queued(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        out: &mut [Scalar],
+        bufs: &mut HBuffers,
+        main: &Arc<CudaStream>,
+        copy: &Arc<CudaStream>,
+    ) -> Result<()> {
+        let log2 = bufs.log2;
+        let domain = if log2 == 0 {
+            None
+        } else {
+            Some(self.domain(log2)?)
+        };
+        self.gpu.bind("uploading a, b, c for the NTT")?;
+        if !Arc::ptr_eq(main, copy) {
+            // The copy stream must not write the buffers before their
+            // allocation and earlier users on the main stream are done.
+            copy.join(main).map_err(cuda_error(
+                "ordering the copy stream after the GPU's stream",
+            ))?;
+        }
+        upload_padded(main, &mut bufs.a, a)?;
+        upload_padded(copy, &mut bufs.b, b)?;
+        upload_padded(copy, &mut bufs.c, c)?;
+        if let Some(domain) = domain {
+            // The launches that read b and c wait for their uploads: cudarc
+            // records each buffer's last write on the stream that made it and
+            // makes the launching stream wait for it.
+            let launches = domain.plan.launches(Op::H);
+            self.run(
+                &domain,
+                &launches,
+                &mut bufs.a,
+                Some(&mut bufs.b),
+                Some(&mut bufs.c),
+            )?;
+        }
+        if out.is_empty() {
+            return Ok(());
+        }
+        let (src, _record) = bufs.a.slice().device_ptr(main);
+        // SAFETY: `src` holds m >= out.len() elements of `Scalar` in this
+        // GPU's context (bound above); `out` is valid for writes of its
+        // length, and the caller waits for the stream before `out` is used
+        // or released (compute_h_from_host synchronizes on every path).
+        unsafe { cu_result::memcpy_dtoh_async(out, src, main.cu_stream()) }
+            .map_err(cuda_error("downloading h"))
+    }
+
+    /// The second stream, created on first use.
+    fn copy_stream(&self) -> Result<Arc<CudaStream>> {
+        let mut slot = lock(&self.copy_stream);
+        if let Some(stream) = slot.as_ref() {
+            return Ok(Arc::clone(stream));
+        }
+        let stream = self
+            .gpu
+            .cuda_context()
+            .new_stream()
+            .map_err(cuda_error("creating the NTT's copy stream"))?;
+        *slot = Some(Arc::clone(&stream));
+        Ok(stream)
+    }
+
+    /// The plan and device tables of a 2^log2 domain, built on first use.
+    fn domain(&self, log2: u32) -> Result<Arc<Domain>> {
+        let mut domains = lock(&self.domains);
+        if let Some(d) = domains.get(&log2) {
+            return Ok(Arc::clone(d));
+        }
+        let _s = tracing::debug_span!("ntt_tables", log2).entered();
+        let plan = DomainPlan::new(log2)?;
+        let tables = plan
+            .tables()
+            .iter()
+            .map(|t: &TableSpec| self.gpu.upload(&t.values()))
+            .collect::<Result<Vec<_>>>()?;
+        let domain = Arc::new(Domain { plan, tables });
+        domains.insert(log2, Arc::clone(&domain));
+        Ok(domain)
+    }
+
+    /// Queues `launches` on the GPU's stream.
+    fn run(
+        &self,
+        domain: &Domain,
+        launches: &[Launch],
+        a: &mut DeviceBuffer<Scalar>,
+        mut b: Option<&mut DeviceBuffer<Scalar>>,
+        mut c: Option<&mut DeviceBuffer<Scalar>>,
+    ) -> Result<()> {
+        let m = 1usize << domain.plan.log2();
+        let t = &domain.tables;
+        let missing = |what: &str| Groth16Error::NttSize {
+            detail: format!("a launch needs vector {what}, which was not given"),
+        };
+        for launch in launches {
+            match *launch {
+                Launch::Pass {
+                    dit,
+                    grid,
+                    x,
+                    radix,
+                    tw,
+                    sc,
+                    params,
+                } => {
+                    let name = if dit {
+                        "ntt_dit_pass_bls12_381"
+                    } else {
+                        "ntt_dif_pass_bls12_381"
+                    };
+                    let kernel = self.gpu.kernel(MODULE, name)?;
+                    let config = LaunchConfig {
+                        grid_dim: (grid, 1, 1),
+                        block_dim: (plan::THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    let placeholder = &t[domain.plan.placeholder()];
+                    let (xbuf, pre_b, pre_c): (&mut DeviceBuffer<Scalar>, _, _) = match x {
+                        Vector::A if params.pre == PRE_AB_MINUS_C => {
+                            let pb: &DeviceBuffer<Scalar> =
+                                b.as_deref().ok_or_else(|| missing("b"))?;
+                            let pc: &DeviceBuffer<Scalar> =
+                                c.as_deref().ok_or_else(|| missing("c"))?;
+                            (&mut *a, pb, pc)
+                        }
+                        Vector::A => (&mut *a, placeholder, placeholder),
+                        Vector::B => (
+                            b.as_deref_mut().ok_or_else(|| missing("b"))?,
+                            placeholder,
+                            placeholder,
+                        ),
+                        Vector::C => (
+                            c.as_deref_mut().ok_or_else(|| missing("c"))?,
+                            placeholder,
+                            placeholder,
+                        ),
+                    };
+                    let pre = params.pre == PRE_AB_MINUS_C;
+                    if xbuf.len() < m || (pre && (pre_b.len() < m || pre_c.len() < m)) {
+                        return Err(Groth16Error::NttSize {
+                            detail: format!("a vector shorter than the domain's {m} elements"),
+                        });
+                    }
+                    // SAFETY: ntt_{dif,dit}_pass_bls12_381(fr_t* x, const fr_t* b,
+                    // const fr_t* c, const fr_t* radix, const fr_t* tw_lo,
+                    // const fr_t* tw_hi, const fr_t* sc_lo, const fr_t* sc_hi,
+                    // ntt_pass_params p): the arguments are in that order, Scalar
+                    // has fr_t's bytes and PassParams ntt_pass_params' layout.
+                    // x holds m = 2^p.log_m elements (checked above and by the
+                    // callers), and the grid of the plan has each block touch
+                    // only its own indices below m. b and c are read only with
+                    // PRE_AB_MINUS_C, when they are the caller's m-element b and
+                    // c. Table indices stay below the lengths the plan built the
+                    // tables with (lo[e mod 2^l], hi[e >> l] for e below 2^bits
+                    // of the table pair; the radix table has 2^10 entries). The
+                    // launches come from this domain's plan (run_launches checks
+                    // that for launches from outside), whose index arithmetic
+                    // the CPU twin tests cover.
+                    unsafe {
+                        kernel
+                            .args()
+                            .buf_mut(xbuf)
+                            .buf(pre_b)
+                            .buf(pre_c)
+                            .buf(&t[radix])
+                            .buf(&t[tw.lo])
+                            .buf(&t[tw.hi])
+                            .buf(&t[sc.lo])
+                            .buf(&t[sc.hi])
+                            .arg(&params)
+                            .launch(config)?;
+                    }
+                }
+                Launch::Bitrev {
+                    grid,
+                    x,
+                    sc,
+                    params,
+                } => {
+                    let kernel = self.gpu.kernel(MODULE, "ntt_bitrev_bls12_381")?;
+                    let config = LaunchConfig {
+                        grid_dim: (grid, 1, 1),
+                        block_dim: (plan::BITREV_THREADS, 1, 1),
+                        shared_mem_bytes: 0,
+                    };
+                    let xbuf: &mut DeviceBuffer<Scalar> = match x {
+                        Vector::A => &mut *a,
+                        Vector::B => b.as_deref_mut().ok_or_else(|| missing("b"))?,
+                        Vector::C => c.as_deref_mut().ok_or_else(|| missing("c"))?,
+                    };
+                    if xbuf.len() < m {
+                        return Err(Groth16Error::NttSize {
+                            detail: format!("a vector shorter than the domain's {m} elements"),
+                        });
+                    }
+                    // SAFETY: ntt_bitrev_bls12_381(fr_t* x, const fr_t* sc_lo,
+                    // const fr_t* sc_hi, ntt_bitrev_params p): arguments in that
+                    // order with matching layouts; thread i touches x[i] and
+                    // x[rev(i)] only for i < m = 2^p.log_m <= x.len(), and the
+                    // scale tables only below their built lengths.
+                    unsafe {
+                        kernel
+                            .args()
+                            .buf_mut(xbuf)
+                            .buf(&t[sc.lo])
+                            .buf(&t[sc.hi])
+                            .arg(&params)
+                            .launch(config)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Copies `src` into `dst` (same length) on the GPU's stream, asynchronously:
+/// for restoring inputs between timed runs and for measuring the device's
+/// copy bandwidth. (A general device-to-device copy belongs on
+/// `DeviceBuffer`; it lives here until the runtime layer has one.)
+pub fn copy_device(dst: &mut DeviceBuffer<Scalar>, src: &DeviceBuffer<Scalar>) -> Result<()> {
+    if dst.len() != src.len() {
+        return Err(Groth16Error::CopyLength {
+            what: "between device buffers",
+            device: dst.len(),
+            host: src.len(),
+        });
+    }
+    if src.gpu().ordinal() != dst.gpu().ordinal() {
+        return Err(Groth16Error::Cuda {
+            what: "copying between device buffers".to_owned(),
+            detail: format!(
+                "the buffers are on GPUs {} and {}",
+                src.gpu().ordinal(),
+                dst.gpu().ordinal()
+            ),
+        });
+    }
+    let gpu = Arc::clone(dst.gpu());
+    gpu.bind("copying between device buffers")?;
+    let stream = gpu.stream();
+    let bytes = src.size_bytes();
+    let (s, _rs) = src.slice().device_ptr(stream);
+    let (d, _rd) = dst.slice_mut().device_ptr_mut(stream);
+    // SAFETY: both allocations hold `bytes` bytes in this GPU's context
+    // (bound above) and are distinct (one is borrowed mutably); the copy is
+    // ordered on the stream after their earlier users.
+    unsafe { cu_result::memcpy_dtod_async(d, s, bytes, stream.cu_stream()) }
+        .map_err(cuda_error("copying between device buffers"))
+}
+
+/// The log2 domain size of `compute_h` for a, b, c (bellperson's rule).
+fn h_log2(a: &[Scalar], b: &[Scalar], c: &[Scalar]) -> Result<u32> {
+    let n = a.len();
+    for (what, v) in [("b", b), ("c", c)] {
+        if v.len() != n {
+            return Err(cuzk_synth::SynthError::LengthMismatch {
+                what,
+                expected: n,
+                found: v.len(),
+            }
+            .into());
+        }
+    }
+    let m = n.max(1).next_power_of_two();
+    let log2 = m.trailing_zeros();
+    if log2 > MAX_LOG2 {
+        return Err(Groth16Error::DomainTooLarge { constraints: n });
+    }
+    Ok(log2)
+}
+
+fn check_len(what: &str, v: &DeviceBuffer<Scalar>, log2: u32) -> Result<()> {
+    if log2 > MAX_LOG2 {
+        return Err(Groth16Error::NttSize {
+            detail: format!("a domain of 2^{log2} elements; the NTT takes up to 2^{MAX_LOG2}"),
+        });
+    }
+    if v.len() != 1usize << log2 {
+        return Err(Groth16Error::NttSize {
+            detail: format!(
+                "{what} holds {} elements, the domain 2^{log2} = {}",
+                v.len(),
+                1usize << log2
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Copies `src` into the start of `dst` on `stream` and zeroes the rest.
+fn upload_padded(
+    stream: &Arc<CudaStream>,
+    dst: &mut DeviceBuffer<Scalar>,
+    src: &[Scalar],
+) -> Result<()> {
+    let len = dst.len();
+    if src.len() > len {
+        return Err(Groth16Error::CopyLength {
+            what: "into an NTT buffer",
+            device: len,
+            host: src.len(),
+        });
+    }
+    // Records the writes below as the buffer's last write when dropped.
+    let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
+    if !src.is_empty() {
+        // SAFETY: `ptr` holds `len >= src.len()` elements of `Scalar` in the
+        // GPU's context (the caller bound it); `src` stays borrowed until the
+        // caller has waited for the stream.
+        unsafe { cu_result::memcpy_htod_async(ptr, src, stream.cu_stream()) }
+            .map_err(cuda_error("uploading an NTT input"))?;
+    }
+    let tail = (len - src.len()) * size_of::<Scalar>();
+    if tail > 0 {
+        let start = ptr + size_of_val(src) as u64;
+        // SAFETY: [start, start + tail) is the end of the same allocation.
+        unsafe { cu_result::memset_d8_async(start, 0, tail, stream.cu_stream()) }
+            .map_err(cuda_error("zero-padding an NTT input"))?;
+    }
+    Ok(())
+}
+
+fn cuda_error(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) -> Groth16Error {
+    move |err| Groth16Error::Cuda {
+        what: what.to_owned(),
+        detail: err.to_string(),
+    }
+}
+
+/// The caches stay consistent if a holder panicked; ignore poisoning.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

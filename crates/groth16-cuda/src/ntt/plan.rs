@@ -1,0 +1,926 @@
+//! What the NTT kernels are asked to do, as plain data: the passes of a
+//! transform, the small tables they read, and the launch sequence of each
+//! operation. Nothing here touches a GPU, so all of it is tested on CI,
+//! including [`DomainPlan::run_on_cpu`], which executes a launch sequence
+//! on the CPU with the kernels' own index arithmetic (their CPU twin).
+//!
+//! The kernels are in `kernels/ntt/ntt.cuh`; its header comment explains the
+//! algorithm (passes of up to 2^10 elements per block in shared memory, the
+//! four-step factor per element per pass, DIF for natural-to-bit-reversed and
+//! DIT for bit-reversed-to-natural order).
+
+use blstrs::Scalar;
+use ff::{Field, PrimeField};
+use rayon::prelude::*;
+
+use crate::{Groth16Error, Result};
+
+/// At most 2^LOG_BLOCK elements per block (`NTT_LOG_BLOCK`): 32 KiB of shared
+/// memory, and the order of the stage-twiddle table.
+pub const LOG_BLOCK: u32 = 10;
+/// Threads per block of the pass kernels (`NTT_THREADS`).
+pub const THREADS: u32 = 256;
+/// Threads per block of the bit-reversal kernel.
+pub const BITREV_THREADS: u32 = 256;
+/// The most bits a pass above the bottom one takes. Such a pass reads rows of
+/// 2^(LOG_BLOCK - bits) consecutive elements, so 9 bits still reads 64-byte
+/// runs; a 2^26 transform is then 10 + 8 + 8 bits. Not tuned: the passes are
+/// bound by multiplications (each at 80-85% of the Fr multiplication rate,
+/// H200, bench-data/ntt/2026-11-29-ea85b80-h.json), so the split of bits
+/// mainly moves the per-element factor multiplications around.
+pub const MAX_UPPER_BITS: u32 = 9;
+/// Factor tables of up to 2^18 entries (8 MiB, which stays in L2) are read
+/// with one lookup per element; larger ones are split in two halves whose
+/// product costs one extra multiplication (only the top pass of a transform
+/// above 2^18 needs that).
+pub const MAX_SINGLE_TABLE_LOG: u32 = 18;
+/// The largest domain: bellperson refuses log2 >= Fr's two-adicity (32).
+pub const MAX_LOG2: u32 = Scalar::S - 1;
+
+/// One pass: the index bits `[lo, lo + bits)`, in blocks of 2^bits rows by
+/// 2^log_cols neighbouring columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    pub lo: u32,
+    pub bits: u32,
+    pub log_cols: u32,
+}
+
+impl Pass {
+    /// One past the pass's highest bit.
+    pub fn hi(&self) -> u32 {
+        self.lo + self.bits
+    }
+}
+
+/// The passes of a 2^log2 transform, bottom (lowest bits) first: one pass of
+/// up to [`LOG_BLOCK`] bits over contiguous elements, then passes of at most
+/// [`MAX_UPPER_BITS`] bits each, as even as possible (smaller ones lower).
+pub fn passes(log2: u32) -> Vec<Pass> {
+    if log2 == 0 {
+        return Vec::new();
+    }
+    let bottom = log2.min(LOG_BLOCK);
+    let mut out = vec![Pass {
+        lo: 0,
+        bits: bottom,
+        log_cols: 0,
+    }];
+    let rest = log2 - bottom;
+    if rest == 0 {
+        return out;
+    }
+    let count = rest.div_ceil(MAX_UPPER_BITS);
+    let (size, extra) = (rest / count, rest % count);
+    let mut lo = bottom;
+    for i in 0..count {
+        let bits = size + u32::from(i >= count - extra);
+        out.push(Pass {
+            lo,
+            bits,
+            log_cols: LOG_BLOCK - bits,
+        });
+        lo += bits;
+    }
+    out
+}
+
+/// Kernel parameters of one pass; the layout of `ntt_pass_params`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PassParams {
+    pub log_m: u32,
+    pub lo: u32,
+    pub bits: u32,
+    pub log_cols: u32,
+    pub inverse: u32,
+    pub pre: u32,
+    pub post: u32,
+    pub tw_bits: u32,
+    pub tw_l: u32,
+    pub sc_l: u32,
+}
+
+/// Kernel parameters of the bit-reversal; the layout of `ntt_bitrev_params`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BitrevParams {
+    pub log_m: u32,
+    pub scale: u32,
+    pub sc_l: u32,
+}
+
+/// `NTT_PRE_*`: nothing, or `x = x * b - c` as the pass loads.
+pub const PRE_NONE: u32 = 0;
+pub const PRE_AB_MINUS_C: u32 = 1;
+/// `NTT_POST_*`: nothing, or `x *= scale(rev(index))` as the pass stores.
+pub const POST_NONE: u32 = 0;
+pub const POST_SCALE_REV: u32 = 1;
+/// `NTT_SCALE_*` of the bit-reversal.
+pub const SCALE_NONE: u32 = 0;
+pub const SCALE_CONST: u32 = 1;
+pub const SCALE_DST: u32 = 2;
+pub const SCALE_SRC: u32 = 3;
+
+/// A table on the device: `scale * base^i` for `i < 2^log_len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableSpec {
+    pub base: Scalar,
+    pub scale: Scalar,
+    pub log_len: u32,
+}
+
+impl TableSpec {
+    /// The table's values, computed in parallel chunks.
+    pub fn values(&self) -> Vec<Scalar> {
+        const CHUNK: usize = 1 << 12;
+        let len = 1usize << self.log_len;
+        let mut out = vec![Scalar::ZERO; len];
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(i, chunk)| {
+                let mut v = self.scale * self.base.pow_vartime([(i * CHUNK) as u64]);
+                for x in chunk {
+                    *x = v;
+                    v *= self.base;
+                }
+            });
+        out
+    }
+}
+
+/// An index into [`DomainPlan::tables`].
+pub type TableId = usize;
+
+/// A two-level table: `lo[e mod 2^l] * hi[e >> l]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitTable {
+    pub lo: TableId,
+    pub hi: TableId,
+    pub l: u32,
+}
+
+/// One of the three device vectors an operation works on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vector {
+    A,
+    B,
+    C,
+}
+
+/// One kernel launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// `ntt_dif_pass` or `ntt_dit_pass` over `x`, in `grid` blocks of
+    /// [`THREADS`]; with `PRE_AB_MINUS_C` it also reads B and C (`x` is A).
+    Pass {
+        dit: bool,
+        grid: u32,
+        x: Vector,
+        radix: TableId,
+        tw: SplitTable,
+        sc: SplitTable,
+        params: PassParams,
+    },
+    /// `ntt_bitrev` over `x`, in `grid` blocks of [`BITREV_THREADS`].
+    Bitrev {
+        grid: u32,
+        x: Vector,
+        sc: SplitTable,
+        params: BitrevParams,
+    },
+}
+
+impl Launch {
+    /// Bytes the launch reads and writes in device memory, not counting the
+    /// small tables (which stay in cache): each element read and written once,
+    /// B and C read once more for the pointwise step.
+    pub fn bytes(&self) -> u64 {
+        const ELEM: u64 = 32;
+        match self {
+            Launch::Pass { params, .. } => {
+                let m = 1u64 << params.log_m;
+                let vectors = if params.pre == PRE_AB_MINUS_C { 4 } else { 2 };
+                vectors * ELEM * m
+            }
+            Launch::Bitrev { params, .. } => 2 * ELEM * (1u64 << params.log_m),
+        }
+    }
+
+    /// Field multiplications the launch does (the kernels' cost model): per
+    /// pass, one per butterfly outside stage 0 (whose twiddles are 1), one
+    /// per element for the four-step factor (two with a split table), one for
+    /// the pointwise product and two for a split scale; the bit-reversal's
+    /// scaling likewise.
+    pub fn multiplications(&self) -> u64 {
+        match self {
+            Launch::Pass { params: p, .. } => {
+                let m = 1u64 << p.log_m;
+                let mut per_elem2 = u64::from(p.bits - 1); // butterflies: (bits - 1) * m / 2
+                if p.tw_bits != 0 {
+                    per_elem2 += if p.tw_l < p.tw_bits { 4 } else { 2 };
+                }
+                if p.pre == PRE_AB_MINUS_C {
+                    per_elem2 += 2;
+                }
+                if p.post == POST_SCALE_REV {
+                    per_elem2 += 4;
+                }
+                per_elem2 * m / 2
+            }
+            Launch::Bitrev { params: p, .. } => {
+                let m = 1u64 << p.log_m;
+                match p.scale {
+                    SCALE_NONE => 0,
+                    SCALE_CONST => m,
+                    _ => 2 * m,
+                }
+            }
+        }
+    }
+}
+
+/// An operation on a domain of 2^log2 elements, as bellperson's
+/// `EvaluationDomain` defines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `fft`: natural order in and out.
+    Fft,
+    /// `ifft` (with the 1/m scaling).
+    Ifft,
+    /// `coset_fft`: multiply coefficient i by g^i, then `fft`.
+    CosetFft,
+    /// `icoset_fft`: `ifft`, then multiply coefficient i by g^-i.
+    IcosetFft,
+    /// The H polynomial from evaluations a, b, c (in A, B, C): iNTT, coset
+    /// NTT, a*b - c, division by Z on the coset, inverse coset NTT; the
+    /// result is in A (its last element is not part of h).
+    H,
+}
+
+/// The 2^log-th root of unity bellperson uses for a domain of that size:
+/// `ROOT_OF_UNITY` squared `S - log` times.
+pub fn omega(log: u32) -> Scalar {
+    let mut w = Scalar::ROOT_OF_UNITY;
+    for _ in log..Scalar::S {
+        w = w.square();
+    }
+    w
+}
+
+/// Everything about a domain of 2^log2 elements that the kernels need: its
+/// passes, its tables and the launch sequences of the [`Op`]s.
+#[derive(Clone, Debug)]
+pub struct DomainPlan {
+    log2: u32,
+    passes: Vec<Pass>,
+    tables: Vec<TableSpec>,
+    one: TableId,
+    radix: TableId,
+    /// Per pass (bottom first): the factor tables, `None` for the bottom pass.
+    factors: Vec<Option<SplitTable>>,
+    /// minv * g^e at the bit-reversed index e (the coset step after the first iNTT).
+    coset_post: SplitTable,
+    /// minv / Z(g) * g^-i (the end of H).
+    h_final: SplitTable,
+    /// g^i (coset_fft).
+    coset_pre: SplitTable,
+    /// minv * g^-i (icoset_fft).
+    icoset: SplitTable,
+    /// [minv] (ifft).
+    minv: SplitTable,
+}
+
+impl DomainPlan {
+    /// The plan of a domain of 2^log2 elements, 1 <= log2 <= [`MAX_LOG2`].
+    pub fn new(log2: u32) -> Result<Self> {
+        if log2 == 0 || log2 > MAX_LOG2 {
+            return Err(Groth16Error::NttSize {
+                detail: format!("a domain of 2^{log2} elements; the NTT takes 2^1 to 2^{MAX_LOG2}"),
+            });
+        }
+        let passes = passes(log2);
+        let mut plan = DomainPlan {
+            log2,
+            passes: passes.clone(),
+            tables: Vec::new(),
+            one: 0,
+            radix: 0,
+            factors: Vec::new(),
+            coset_post: SplitTable { lo: 0, hi: 0, l: 0 },
+            h_final: SplitTable { lo: 0, hi: 0, l: 0 },
+            coset_pre: SplitTable { lo: 0, hi: 0, l: 0 },
+            icoset: SplitTable { lo: 0, hi: 0, l: 0 },
+            minv: SplitTable { lo: 0, hi: 0, l: 0 },
+        };
+        let one = Scalar::ONE;
+        plan.one = plan.table(one, one, 0);
+        plan.radix = plan.table(omega(LOG_BLOCK), one, LOG_BLOCK);
+        for pass in &passes {
+            let factor = if pass.lo == 0 {
+                None
+            } else {
+                let hi = pass.hi();
+                let w = omega(hi);
+                Some(if hi <= MAX_SINGLE_TABLE_LOG {
+                    SplitTable {
+                        lo: plan.table(w, one, hi),
+                        hi: plan.one,
+                        l: hi,
+                    }
+                } else {
+                    plan.split(w, one, hi)
+                })
+            };
+            plan.factors.push(factor);
+        }
+
+        let m = 1u64 << log2;
+        let g = Scalar::MULTIPLICATIVE_GENERATOR;
+        let ginv = invert(g)?;
+        let minv = invert(Scalar::from(m))?;
+        let zinv = invert(g.pow_vartime([m]) - Scalar::ONE)?;
+        // After the first iNTT, position p holds coefficient e = rev(p); the
+        // bottom pass multiplies it by minv * g^e = lo[e mod 2^l] * hi[e >> l]
+        // with l = log2 - bottom bits.
+        let bottom = passes[0].bits;
+        let l = log2 - bottom;
+        plan.coset_post = SplitTable {
+            lo: plan.table(g, minv, l),
+            hi: plan.table(g.pow_vartime([1u64 << l]), one, bottom),
+            l,
+        };
+        plan.h_final = plan.split(ginv, minv * zinv, log2);
+        plan.coset_pre = plan.split(g, one, log2);
+        plan.icoset = plan.split(ginv, minv, log2);
+        plan.minv = SplitTable {
+            lo: plan.table(one, minv, 0),
+            hi: plan.one,
+            l: 0,
+        };
+        Ok(plan)
+    }
+
+    /// The domain's log2 size.
+    pub fn log2(&self) -> u32 {
+        self.log2
+    }
+
+    /// The passes of a transform, bottom first.
+    pub fn passes(&self) -> &[Pass] {
+        &self.passes
+    }
+
+    /// The tables the launches refer to by [`TableId`].
+    pub fn tables(&self) -> &[TableSpec] {
+        &self.tables
+    }
+
+    /// The id of `scale * base^i, i < 2^log_len`, added unless present.
+    fn table(&mut self, base: Scalar, scale: Scalar, log_len: u32) -> TableId {
+        let spec = TableSpec {
+            base,
+            scale,
+            log_len,
+        };
+        if let Some(id) = self.tables.iter().position(|t| *t == spec) {
+            return id;
+        }
+        self.tables.push(spec);
+        self.tables.len() - 1
+    }
+
+    /// `scale * base^e` for e < 2^log as two tables of about 2^(log/2).
+    fn split(&mut self, base: Scalar, scale: Scalar, log: u32) -> SplitTable {
+        let l = log.div_ceil(2);
+        SplitTable {
+            lo: self.table(base, scale, l),
+            hi: self.table(base.pow_vartime([1u64 << l]), Scalar::ONE, log - l),
+            l,
+        }
+    }
+
+    /// A one-element table (the value 1), passed where a launch reads no table.
+    pub fn placeholder(&self) -> TableId {
+        self.one
+    }
+
+    fn no_table(&self) -> SplitTable {
+        SplitTable {
+            lo: self.one,
+            hi: self.one,
+            l: 0,
+        }
+    }
+
+    /// A whole DIF transform of `x` (natural order in, bit-reversed out),
+    /// with `pre` fused into the first pass and, when `coset_post`, the
+    /// coset scaling of the coefficients fused into the last.
+    pub fn dif(&self, x: Vector, inverse: bool, pre: u32, coset_post: bool) -> Vec<Launch> {
+        let top = self.passes.len() - 1;
+        (0..self.passes.len())
+            .rev()
+            .map(|i| {
+                let pre = if i == top { pre } else { PRE_NONE };
+                let post = coset_post && i == 0;
+                self.pass(i, false, x, inverse, pre, post)
+            })
+            .collect()
+    }
+
+    /// A whole DIT transform of `x` (bit-reversed order in, natural out).
+    pub fn dit(&self, x: Vector, inverse: bool) -> Vec<Launch> {
+        (0..self.passes.len())
+            .map(|i| self.pass(i, true, x, inverse, PRE_NONE, false))
+            .collect()
+    }
+
+    fn pass(&self, i: usize, dit: bool, x: Vector, inverse: bool, pre: u32, post: bool) -> Launch {
+        let pass = self.passes[i];
+        let tw = self.factors[i].unwrap_or(self.no_table());
+        let sc = if post {
+            self.coset_post
+        } else {
+            self.no_table()
+        };
+        Launch::Pass {
+            dit,
+            grid: 1 << (self.log2 - pass.bits - pass.log_cols),
+            x,
+            radix: self.radix,
+            tw,
+            sc,
+            params: PassParams {
+                log_m: self.log2,
+                lo: pass.lo,
+                bits: pass.bits,
+                log_cols: pass.log_cols,
+                inverse: u32::from(inverse),
+                pre,
+                post: if post { POST_SCALE_REV } else { POST_NONE },
+                tw_bits: if pass.lo == 0 { 0 } else { pass.hi() },
+                tw_l: tw.l,
+                sc_l: sc.l,
+            },
+        }
+    }
+
+    fn bitrev(&self, x: Vector, scale: u32, sc: SplitTable) -> Launch {
+        Launch::Bitrev {
+            grid: (1u32 << self.log2).div_ceil(BITREV_THREADS),
+            x,
+            sc,
+            params: BitrevParams {
+                log_m: self.log2,
+                scale,
+                sc_l: sc.l,
+            },
+        }
+    }
+
+    /// The launch sequence of `op` (on A for the transforms).
+    pub fn launches(&self, op: Op) -> Vec<Launch> {
+        use Vector::{A, B, C};
+        let mut out = Vec::new();
+        match op {
+            Op::Fft => {
+                out.extend(self.dif(A, false, PRE_NONE, false));
+                out.push(self.bitrev(A, SCALE_NONE, self.no_table()));
+            }
+            Op::Ifft => {
+                out.extend(self.dif(A, true, PRE_NONE, false));
+                out.push(self.bitrev(A, SCALE_CONST, self.minv));
+            }
+            Op::CosetFft => {
+                out.push(self.bitrev(A, SCALE_SRC, self.coset_pre));
+                out.extend(self.dit(A, false));
+            }
+            Op::IcosetFft => {
+                out.extend(self.dif(A, true, PRE_NONE, false));
+                out.push(self.bitrev(A, SCALE_DST, self.icoset));
+            }
+            Op::H => {
+                // iNTT and the coset scaling (with 1/m): coefficients in
+                // bit-reversed order, times minv * g^i.
+                for x in [A, B, C] {
+                    out.extend(self.dif(x, true, PRE_NONE, true));
+                }
+                // Coset NTT: natural order again.
+                for x in [A, B, C] {
+                    out.extend(self.dit(x, false));
+                }
+                // a*b - c fused into the first pass of the last iNTT.
+                out.extend(self.dif(A, true, PRE_AB_MINUS_C, false));
+                // Natural order, times minv * g^-i / Z(g).
+                out.push(self.bitrev(A, SCALE_DST, self.h_final));
+            }
+        }
+        out
+    }
+
+    /// Whether `launch` is one this plan makes (one of the [`Op`]s' launches,
+    /// or a pass of [`DomainPlan::dif`] / [`DomainPlan::dit`] on any vector
+    /// in either direction). Launches from elsewhere could send the kernels
+    /// outside their buffers, so [`crate::ntt::GpuNtt::run_launches`] takes
+    /// only these.
+    pub fn is_planned(&self, launch: &Launch) -> bool {
+        use Vector::{A, B, C};
+        let ops = [Op::Fft, Op::Ifft, Op::CosetFft, Op::IcosetFft, Op::H];
+        if ops.iter().any(|&op| self.launches(op).contains(launch)) {
+            return true;
+        }
+        [A, B, C].into_iter().any(|x| {
+            [false, true].into_iter().any(|inverse| {
+                self.dif(x, inverse, PRE_NONE, false).contains(launch)
+                    || self.dif(x, inverse, PRE_NONE, true).contains(launch)
+                    || self.dit(x, inverse).contains(launch)
+            })
+        })
+    }
+
+    /// Runs `launches` on the CPU with the kernels' index arithmetic, block
+    /// by block; `tables` are the values of [`DomainPlan::tables`]. The CPU
+    /// twin of the kernels, for tests.
+    pub fn run_on_cpu(
+        &self,
+        launches: &[Launch],
+        tables: &[Vec<Scalar>],
+        vectors: [&mut [Scalar]; 3],
+    ) {
+        let [a, b, c] = vectors;
+        for launch in launches {
+            match *launch {
+                Launch::Pass {
+                    dit,
+                    grid,
+                    x,
+                    radix,
+                    tw,
+                    sc,
+                    params,
+                } => {
+                    let t = |s: SplitTable| (&tables[s.lo][..], &tables[s.hi][..]);
+                    // The pointwise step reads B and C while it writes A.
+                    let (x, pre): (&mut [Scalar], _) = match x {
+                        Vector::A if params.pre == PRE_AB_MINUS_C => (&mut *a, Some((&*b, &*c))),
+                        Vector::A => (&mut *a, None),
+                        Vector::B => (&mut *b, None),
+                        Vector::C => (&mut *c, None),
+                    };
+                    cpu_pass(dit, grid, x, pre, &tables[radix], t(tw), t(sc), &params);
+                }
+                Launch::Bitrev { x, sc, params, .. } => {
+                    let x: &mut [Scalar] = match x {
+                        Vector::A => &mut *a,
+                        Vector::B => &mut *b,
+                        Vector::C => &mut *c,
+                    };
+                    cpu_bitrev(x, (&tables[sc.lo], &tables[sc.hi]), &params);
+                }
+            }
+        }
+    }
+}
+
+fn invert(x: Scalar) -> Result<Scalar> {
+    Option::from(x.invert()).ok_or_else(|| Groth16Error::NttSize {
+        detail: "a domain constant (m, or Z on the coset) is not invertible".to_owned(),
+    })
+}
+
+fn rev(x: u32, bits: u32) -> u32 {
+    if bits == 0 {
+        0
+    } else {
+        x.reverse_bits() >> (32 - bits)
+    }
+}
+
+fn table_pow(t: (&[Scalar], &[Scalar]), l: u32, e: u32) -> Scalar {
+    let mask = if l >= 32 { u32::MAX } else { (1 << l) - 1 };
+    let mut f = t.0[(e & mask) as usize];
+    let h = if l >= 32 { 0 } else { e >> l };
+    if h != 0 {
+        f *= t.1[h as usize];
+    }
+    f
+}
+
+fn factor(p: &PassParams, tw: (&[Scalar], &[Scalar]), col: u32, row: u32) -> Option<Scalar> {
+    let mut e = col * rev(row, p.bits);
+    if e == 0 {
+        return None;
+    }
+    if p.inverse != 0 {
+        e = (1 << p.tw_bits) - e;
+    }
+    Some(table_pow(tw, p.tw_l, e))
+}
+
+/// `ntt_pass` of kernels/ntt/ntt.cuh, block by block.
+#[allow(clippy::too_many_arguments)]
+fn cpu_pass(
+    dit: bool,
+    grid: u32,
+    x: &mut [Scalar],
+    pre: Option<(&[Scalar], &[Scalar])>,
+    radix: &[Scalar],
+    tw: (&[Scalar], &[Scalar]),
+    sc: (&[Scalar], &[Scalar]),
+    p: &PassParams,
+) {
+    let (lo, lc) = (p.lo, p.log_cols);
+    let n = 1u32 << (p.bits + lc);
+    let col_mask = (1u32 << lc) - 1;
+    let col_blocks_log = lo - lc;
+    let mut sm = vec![Scalar::ZERO; n as usize];
+    for block in 0..grid {
+        let c0 = (block & ((1 << col_blocks_log) - 1)) << lc;
+        let base = ((block >> col_blocks_log) << (lo + p.bits)) + c0;
+        for l in 0..n {
+            let (row, col) = (l >> lc, l & col_mask);
+            let g = (base + (row << lo) + col) as usize;
+            let mut v = x[g];
+            if let Some((b, c)) = pre {
+                v = v * b[g] - c[g];
+            }
+            if dit
+                && p.tw_bits != 0
+                && let Some(f) = factor(p, tw, c0 + col, row)
+            {
+                v *= f;
+            }
+            sm[l as usize] = v;
+        }
+        for i in 0..p.bits {
+            let st = if dit { i } else { p.bits - 1 - i };
+            for q in 0..n / 2 {
+                let col = q & col_mask;
+                let qq = q >> lc;
+                let j = qq & ((1 << st) - 1);
+                let row = ((qq >> st) << (st + 1)) | j;
+                let i0 = ((row << lc) | col) as usize;
+                let i1 = i0 + (1usize << (st + lc));
+                let mut e = j << (LOG_BLOCK - 1 - st);
+                if p.inverse != 0 {
+                    e = ((1 << LOG_BLOCK) - e) & ((1 << LOG_BLOCK) - 1);
+                }
+                let w = radix[e as usize];
+                let (u, v) = (sm[i0], sm[i1]);
+                if dit {
+                    let v = if st != 0 { v * w } else { v };
+                    sm[i0] = u + v;
+                    sm[i1] = u - v;
+                } else {
+                    let d = u - v;
+                    sm[i0] = u + v;
+                    sm[i1] = if st != 0 { d * w } else { d };
+                }
+            }
+        }
+        for l in 0..n {
+            let (row, col) = (l >> lc, l & col_mask);
+            let g = base + (row << lo) + col;
+            let mut v = sm[l as usize];
+            if !dit
+                && p.tw_bits != 0
+                && let Some(f) = factor(p, tw, c0 + col, row)
+            {
+                v *= f;
+            }
+            if p.post == POST_SCALE_REV {
+                v *= table_pow(sc, p.sc_l, rev(g, p.log_m));
+            }
+            x[g as usize] = v;
+        }
+    }
+}
+
+/// `ntt_bitrev` of kernels/ntt/ntt.cuh.
+fn cpu_bitrev(x: &mut [Scalar], sc: (&[Scalar], &[Scalar]), p: &BitrevParams) {
+    for i in 0..1u32 << p.log_m {
+        let r = rev(i, p.log_m);
+        if i > r {
+            continue;
+        }
+        let (mut xi, mut xr) = (x[i as usize], x[r as usize]);
+        match p.scale {
+            SCALE_CONST => {
+                xi *= sc.0[0];
+                xr *= sc.0[0];
+            }
+            SCALE_DST => {
+                xr *= table_pow(sc, p.sc_l, i);
+                xi *= table_pow(sc, p.sc_l, r);
+            }
+            SCALE_SRC => {
+                xr *= table_pow(sc, p.sc_l, r);
+                xi *= table_pow(sc, p.sc_l, i);
+            }
+            _ => {}
+        }
+        x[i as usize] = xr;
+        x[r as usize] = xi;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::compute_h;
+    use bellperson::domain::EvaluationDomain;
+    use ec_gpu_gen::threadpool::Worker;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha20Rng;
+
+    fn random(n: usize, seed: u64) -> Vec<Scalar> {
+        let mut rng = ChaCha20Rng::seed_from_u64(seed);
+        (0..n).map(|_| Scalar::random(&mut rng)).collect()
+    }
+
+    #[test]
+    fn passes_cover_every_bit_once() {
+        assert!(passes(0).is_empty());
+        for log2 in 1..=MAX_LOG2 {
+            let p = passes(log2);
+            let mut next = 0;
+            for (i, pass) in p.iter().enumerate() {
+                assert_eq!(pass.lo, next, "log2 {log2}: {p:?}");
+                assert!(pass.bits >= 1 && pass.bits + pass.log_cols <= LOG_BLOCK);
+                assert!(pass.log_cols <= pass.lo, "columns come from the bits below");
+                if i == 0 {
+                    assert_eq!(pass.log_cols, 0);
+                    assert_eq!(pass.bits, log2.min(LOG_BLOCK));
+                } else {
+                    assert!(pass.bits <= MAX_UPPER_BITS);
+                    assert_eq!(pass.bits + pass.log_cols, LOG_BLOCK);
+                }
+                next = pass.hi();
+            }
+            assert_eq!(next, log2);
+        }
+        // The sizes the benchmark reports.
+        let bits = |log2| passes(log2).iter().map(|p| p.bits).collect::<Vec<_>>();
+        assert_eq!(bits(22), [10, 6, 6]);
+        assert_eq!(bits(24), [10, 7, 7]);
+        assert_eq!(bits(26), [10, 8, 8]);
+        assert_eq!(bits(27), [10, 8, 9]);
+        assert_eq!(bits(10), [10]);
+        assert_eq!(bits(3), [3]);
+    }
+
+    #[test]
+    fn omega_matches_bellperson() {
+        let w = omega(5);
+        assert_eq!(w.pow_vartime([32u64]), Scalar::ONE);
+        assert_ne!(w.pow_vartime([16u64]), Scalar::ONE);
+        // bellperson's fft of (0, 1, 0, ...) is omega^i.
+        let mut v = vec![Scalar::ZERO; 32];
+        v[1] = Scalar::ONE;
+        let mut d = EvaluationDomain::from_coeffs(v).unwrap();
+        d.fft(&Worker::new(), &mut None).unwrap();
+        assert_eq!(d.as_ref()[1], w);
+        assert_eq!(omega(LOG_BLOCK).pow_vartime([1u64 << 9]), -Scalar::ONE);
+    }
+
+    #[test]
+    fn table_values() {
+        let spec = TableSpec {
+            base: Scalar::from(3u64),
+            scale: Scalar::from(5u64),
+            log_len: 13,
+        };
+        let v = spec.values();
+        assert_eq!(v.len(), 1 << 13);
+        for i in [0usize, 1, 4095, 4096, 4097, 8191] {
+            assert_eq!(
+                v[i],
+                Scalar::from(5u64) * Scalar::from(3u64).pow_vartime([i as u64])
+            );
+        }
+    }
+
+    #[test]
+    fn split_tables_give_every_power() {
+        let mut plan = DomainPlan::new(5).unwrap();
+        let w = omega(21);
+        let s = plan.split(w, Scalar::from(7u64), 21);
+        let lo = plan.tables[s.lo].values();
+        let hi = plan.tables[s.hi].values();
+        assert_eq!(s.l, 11);
+        for e in [0u32, 1, 2047, 2048, 2049, (1 << 21) - 1, 123_456] {
+            assert_eq!(
+                table_pow((&lo, &hi), s.l, e),
+                Scalar::from(7u64) * w.pow_vartime([u64::from(e)]),
+                "e = {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn plan_rejects_bad_sizes() {
+        assert!(DomainPlan::new(0).is_err());
+        assert!(DomainPlan::new(MAX_LOG2 + 1).is_err());
+        let plan = DomainPlan::new(26).unwrap();
+        // Small tables only: none above 2^18 entries.
+        assert!(
+            plan.tables()
+                .iter()
+                .all(|t| t.log_len <= MAX_SINGLE_TABLE_LOG)
+        );
+        let h = plan.launches(Op::H);
+        assert_eq!(h.len(), 3 * 3 + 3 * 3 + 3 + 1);
+        let bytes: u64 = h.iter().map(Launch::bytes).sum();
+        assert_eq!(bytes, (21 * 64 + 64 + 64) << 26);
+        assert!(h.iter().all(|l| plan.is_planned(l)));
+        let Launch::Pass { params, .. } = h[0] else {
+            panic!("H starts with a pass");
+        };
+        for bad in [
+            PassParams {
+                log_m: 27,
+                ..params
+            },
+            PassParams { lo: 17, ..params },
+        ] {
+            let mut l = h[0];
+            if let Launch::Pass { params, .. } = &mut l {
+                *params = bad;
+            }
+            assert!(!plan.is_planned(&l), "{bad:?}");
+        }
+    }
+
+    fn run(plan: &DomainPlan, op: Op, a: &mut [Scalar], b: &mut [Scalar], c: &mut [Scalar]) {
+        let tables: Vec<Vec<Scalar>> = plan.tables().iter().map(TableSpec::values).collect();
+        plan.run_on_cpu(&plan.launches(op), &tables, [a, b, c]);
+    }
+
+    /// The CPU twin of the kernels computes what bellperson computes, for
+    /// one-pass, two-pass and three-pass sizes (three passes start at 2^20,
+    /// which is too slow here unoptimised, so MAX_UPPER_BITS is what keeps
+    /// 2^11..2^19 at two).
+    #[test]
+    fn cpu_twin_matches_bellperson() {
+        let worker = Worker::new();
+        for log2 in (1..=12).chain([15, 19]) {
+            let m = 1usize << log2;
+            let plan = DomainPlan::new(log2).unwrap();
+            let x = random(m, u64::from(log2));
+            let mut zeros = vec![Scalar::ZERO; m];
+            let mut zeros2 = zeros.clone();
+            type Step = fn(&mut EvaluationDomain<Scalar>, &Worker);
+            let ops: [(Op, Step); 4] = [
+                (Op::Fft, |d, w| d.fft(w, &mut None).unwrap()),
+                (Op::Ifft, |d, w| d.ifft(w, &mut None).unwrap()),
+                (Op::CosetFft, |d, w| d.coset_fft(w, &mut None).unwrap()),
+                (Op::IcosetFft, |d, w| d.icoset_fft(w, &mut None).unwrap()),
+            ];
+            for (op, step) in ops {
+                let mut want = EvaluationDomain::from_coeffs(x.clone()).unwrap();
+                step(&mut want, &worker);
+                let mut got = x.clone();
+                run(&plan, op, &mut got, &mut zeros, &mut zeros2);
+                assert!(got == want.as_ref(), "{op:?} at 2^{log2}");
+            }
+            check_h(&plan, x);
+        }
+    }
+
+    fn check_h(plan: &DomainPlan, a: Vec<Scalar>) {
+        let m = a.len();
+        let (mut a, mut b, mut c) = (a, random(m, 100), random(m, 200));
+        let want = compute_h(&a, &b, &c).unwrap();
+        run(plan, Op::H, &mut a, &mut b, &mut c);
+        assert!(a[..m - 1] == want[..], "H at 2^{}", plan.log2());
+    }
+
+    /// DIT with the inverse root (planned, though no Op uses it yet): a
+    /// bit-reversal with the 1/m scaling and an inverse DIT is ifft.
+    #[test]
+    fn cpu_twin_inverse_dit_is_ifft() {
+        let worker = Worker::new();
+        for log2 in [1, 6, 10, 13] {
+            let plan = DomainPlan::new(log2).unwrap();
+            let x = random(1 << log2, 300 + u64::from(log2));
+            let mut want = EvaluationDomain::from_coeffs(x.clone()).unwrap();
+            want.ifft(&worker, &mut None).unwrap();
+            let mut launches = vec![plan.bitrev(Vector::A, SCALE_CONST, plan.minv)];
+            launches.extend(plan.dit(Vector::A, true));
+            assert!(launches.iter().all(|l| plan.is_planned(l)));
+            let tables: Vec<Vec<Scalar>> = plan.tables().iter().map(TableSpec::values).collect();
+            let mut got = x;
+            let (mut b, mut c) = (vec![Scalar::ZERO; 1], vec![Scalar::ZERO; 1]);
+            plan.run_on_cpu(&launches, &tables, [&mut got, &mut b, &mut c]);
+            assert!(got == want.as_ref(), "2^{log2}");
+        }
+    }
+
+    /// Three passes, the top one with a split factor table.
+    #[test]
+    fn cpu_twin_h_three_passes() {
+        let plan = DomainPlan::new(20).unwrap();
+        assert_eq!(plan.passes().len(), 3);
+        check_h(&plan, random(1 << 20, 20));
+    }
+}

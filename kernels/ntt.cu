@@ -1,0 +1,30 @@
+// PTX module `ntt`: the NTT passes and the bit-reversal of kernels/ntt/ntt.cuh
+// for BLS12-381's Fr. crates/groth16-cuda/src/ntt/ plans and launches them.
+//
+// Multiplication stays inlined (FF_NOINLINE is not defined): these kernels
+// are bound by field multiplications, and each entry point instantiates the
+// multiplication only a few times, so the PTX stays small.
+#include "ntt/ntt.cuh"
+
+// A DIF pass (natural order in, bit-reversed out across the whole transform).
+// b and c are read only when p.pre == NTT_PRE_AB_MINUS_C; tables that a mode
+// does not use may be any valid pointer.
+extern "C" __global__ void __launch_bounds__(NTT_THREADS)
+ntt_dif_pass_bls12_381(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix, const fr_t* tw_lo,
+                       const fr_t* tw_hi, const fr_t* sc_lo, const fr_t* sc_hi, ntt_pass_params p) {
+    ntt_pass<false>(x, b, c, radix, tw_lo, tw_hi, sc_lo, sc_hi, p);
+}
+
+// A DIT pass (bit-reversed order in, natural out across the whole transform).
+extern "C" __global__ void __launch_bounds__(NTT_THREADS)
+ntt_dit_pass_bls12_381(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix, const fr_t* tw_lo,
+                       const fr_t* tw_hi, const fr_t* sc_lo, const fr_t* sc_hi, ntt_pass_params p) {
+    ntt_pass<true>(x, b, c, radix, tw_lo, tw_hi, sc_lo, sc_hi, p);
+}
+
+// Bit-reversal permutation of 2^p.log_m elements in place, with an optional
+// scaling (NTT_SCALE_*); one thread per index, any block size.
+extern "C" __global__ void ntt_bitrev_bls12_381(fr_t* x, const fr_t* sc_lo, const fr_t* sc_hi,
+                                                ntt_bitrev_params p) {
+    ntt_bitrev(x, sc_lo, sc_hi, p);
+}
