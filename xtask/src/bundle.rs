@@ -3,7 +3,7 @@
 //! the GPU machine (which has no cargo).
 //!
 //! The bundle (default `.device/bundle/`, git-ignored) holds two files, so
-//! what the device tool carries stays small:
+//! what the transfer to the GPU machine carries stays small:
 //!
 //! ```text
 //! run.sh           runs the tests, then `cuzk demo` (see the script's header)
@@ -85,7 +85,7 @@ pub struct Bundle {
     pub bins: Vec<(String, u64)>,
     /// Bytes of the files unpacked.
     pub unpacked_bytes: u64,
-    /// Bytes of the bundle folder, what the device tool carries.
+    /// Bytes of the bundle folder, what the transfer to the GPU machine carries.
     pub total_bytes: u64,
 }
 
@@ -185,7 +185,7 @@ pub fn run(root: &Path, options: &Options) -> Result<Bundle> {
     }
 
     // The bundle: run.sh and the packed files, nothing else, so what the
-    // device tool carries is small (executables share most of their code
+    // transfer to the GPU machine carries is small (executables share most of their code
     // and embed PTX text, and compress about 4 to 1).
     let dir = &options.out;
     if dir.exists() {
@@ -225,7 +225,7 @@ pub fn run(root: &Path, options: &Options) -> Result<Bundle> {
     let max = options.max_mib << 20;
     ensure!(
         bundle.total_bytes <= max,
-        "the bundle in {} is {:.1} MiB, over the {} MiB limit (the device tool carries at most \
+        "the bundle in {} is {:.1} MiB, over the {} MiB limit (the transfer to the GPU machine carries at most \
          64 MiB with the working tree); bundle fewer packages with --only, e.g. \
          `cargo xtask bundle --only groth16-cuda,gpu-sched`",
         dir.display(),
@@ -246,7 +246,7 @@ pub fn report(root: &Path, bundle: &Bundle) -> Result<()> {
     let tree = working_tree_bytes(root).unwrap_or(0);
     eprintln!(
         "bundle {}: {} test executables, {:.1} MiB packed ({:.1} MiB unpacked in {}); with \
-         the working tree ({:.1} MiB) {:.1} of the 64 MiB the device tool carries",
+         the working tree ({:.1} MiB) {:.1} of the 64 MiB the transfer to the GPU machine carries",
         bundle.dir.display(),
         bundle.tests.len(),
         mib(bundle.total_bytes),
@@ -493,7 +493,7 @@ fn dir_size(dir: &Path) -> Result<u64> {
     Ok(total)
 }
 
-/// Bytes of the files the device tool sends besides carried paths: tracked
+/// Bytes of the files the transfer to the GPU machine sends besides carried paths: tracked
 /// files and untracked files git does not ignore.
 fn working_tree_bytes(root: &Path) -> Result<u64> {
     let output = Command::new("git")

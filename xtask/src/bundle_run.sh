@@ -24,7 +24,7 @@
 # its output in $OUT/<name>.log; one summary line per executable goes to the
 # terminal and to $OUT/summary.txt, and the end of every failing log to the
 # terminal. When more than 6 logs were written, all of them also go into
-# $OUT/logs.tar.gz and only the failing ones stay as files (the device tool
+# $OUT/logs.tar.gz and only the failing ones stay as files (the transfer to the GPU machine
 # returns at most 8 files). Exit status: 0 all passed, 1 some failed, 2 nothing
 # matched FILTER.
 set -uo pipefail

@@ -54,7 +54,7 @@ enum Cmd {
         /// replaced when it holds a bundle.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
-        /// Refuse a bundle larger than this (the device tool carries 64 MiB
+        /// Refuse a bundle larger than this (the transfer to the GPU machine carries 64 MiB
         /// with the working tree).
         #[arg(long, default_value_t = 60, value_name = "MIB")]
         max_mib: u64,

@@ -202,6 +202,10 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
             ..MsmConfig::default()
         },
         MsmConfig {
+            accumulate: Accumulate::Prefetch128,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
             accumulate: Accumulate::Prefetch,
             ones_separately: true,
             ..MsmConfig::default()

@@ -78,6 +78,8 @@ pub trait MsmAffine: DeviceElem + sealed::Sealed {
     const CURVE: &'static str;
     /// The module of the curve kernels.
     const MODULE: &'static str;
+    /// What [`Accumulate::Auto`] means for this curve (never `Auto`).
+    const FASTEST_ACCUMULATE: Accumulate;
     /// The point x/ZZ, y/ZZZ from XYZZ coordinates, as blst's Jacobian
     /// (x = X/Z^2, y = Y/Z^3): Z = ZZ ZZZ, X = x ZZ ZZZ^2, Y = y ZZ^3 ZZZ^2.
     fn from_xyzz(xyzz: &[Self::Coord]) -> Self::Projective;
@@ -98,6 +100,7 @@ impl MsmAffine for G1Affine {
     type Coord = Fp;
     const CURVE: &'static str = "g1";
     const MODULE: &'static str = "msm_g1";
+    const FASTEST_ACCUMULATE: Accumulate = Accumulate::Plain;
     fn from_xyzz(xyzz: &[Fp]) -> G1Projective {
         match xyzz_to_jacobian(xyzz) {
             Some((x, y, z)) => G1Projective::from_raw_unchecked(x, y, z),
@@ -111,6 +114,7 @@ impl MsmAffine for G2Affine {
     type Coord = Fp2;
     const CURVE: &'static str = "g2";
     const MODULE: &'static str = "msm_g2";
+    const FASTEST_ACCUMULATE: Accumulate = Accumulate::Prefetch128;
     fn from_xyzz(xyzz: &[Fp2]) -> G2Projective {
         match xyzz_to_jacobian(xyzz) {
             Some((x, y, z)) => G2Projective::from_raw_unchecked(x, y, z),
@@ -232,12 +236,13 @@ pub struct MsmConfig {
     pub window_bits: Option<u32>,
     /// Sum the bases of scalars equal to 1 apart (true) or leave those
     /// scalars to Pippenger, where each is one entry of window 0's bucket 1
-    /// (false, the default). Measured on an H200, 2^24 Filecoin-shaped
-    /// scalars (35% ones): 167.8 ms apart, 163.4 ms in Pippenger
-    /// (bench-data/msm/, `ones-apart` and `ones-in-pippenger`): bucket
-    /// accumulation's segments add the ones' bases as fast as the separate
-    /// sum does, and the sort of one digit per one costs less than the
-    /// separate pass's extra launches and its own partial-sum levels.
+    /// (false, the default). Measured on an H200, G1, 2^24 Filecoin-shaped
+    /// scalars (35% ones): 141.7 ms apart, 140.1 ms in Pippenger
+    /// (bench-data/msm/2026-11-29-ea85b80-pippenger.json, `ones-apart` and
+    /// `ones-in-pippenger`; 167.8 against 163.4 ms with the first kernels):
+    /// bucket accumulation's segments add the ones' bases as fast as the
+    /// separate sum does, and sorting one digit per one costs no more than
+    /// the separate pass's extra launches and partial-sum levels.
     pub ones_separately: bool,
     /// The variant of the bucket accumulation kernel.
     pub accumulate: Accumulate,
@@ -257,7 +262,7 @@ impl Default for MsmConfig {
         MsmConfig {
             window_bits: None,
             ones_separately: false,
-            accumulate: Accumulate::Prefetch128,
+            accumulate: Accumulate::Auto,
             max_entries_per_pass: 1 << 28,
             max_bucket_bytes: 8 << 30,
             profile: false,
@@ -267,20 +272,30 @@ impl Default for MsmConfig {
 
 /// Variants of the bucket accumulation kernel (kernels/msm/pippenger.cuh,
 /// `msm_accumulate`), which does nearly all of an MSM's additions.
+///
+/// Measured on an H200 (bench-data/msm/2026-11-29-ea85b80-pippenger.json):
+/// G1, 2^24 random scalars: plain 318 ms, prefetch 382 ms, prefetch128 370
+/// ms; G2, 2^22 random: plain 247 ms, prefetch 249 ms, prefetch128 228 ms.
+/// [`Accumulate::Auto`] takes the fastest per curve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accumulate {
-    /// Each addition waits for its entry, then for its base.
+    /// The measured fastest for the curve: [`Accumulate::Plain`] for G1,
+    /// [`Accumulate::Prefetch128`] for G2.
+    Auto,
+    /// Each addition loads its entry, then its base.
     Plain,
-    /// The next base is prefetched during each addition (162 registers).
+    /// The next base is prefetched during each addition (162 registers in
+    /// G1, so 12 warps per SM instead of 16).
     Prefetch,
-    /// [`Accumulate::Prefetch`] held to 128 registers, for 16 warps per SM.
+    /// [`Accumulate::Prefetch`] held to 128 registers (4 blocks per SM).
     Prefetch128,
 }
 
 impl Accumulate {
     /// The kernel's `<op>` in `msm_<op>_<curve>_bls12_381`.
-    fn op(self) -> &'static str {
+    fn op<A: MsmAffine>(self) -> &'static str {
         match self {
+            Accumulate::Auto => A::FASTEST_ACCUMULATE.op::<A>(),
             Accumulate::Plain => "accumulate_plain",
             Accumulate::Prefetch => "accumulate_prefetch",
             Accumulate::Prefetch128 => "accumulate_prefetch128",
@@ -346,16 +361,20 @@ impl<F: DeviceElem> Default for CurveScratch<F> {
 
 /// The XYZZ scratch of the curve with coordinates `F`, made on first use.
 fn curve_scratch<F: DeviceElem>(curves: &mut Vec<Box<dyn Any + Send>>) -> &mut CurveScratch<F> {
-    let at = match curves.iter().position(|c| c.is::<CurveScratch<F>>()) {
-        Some(i) => i,
-        None => {
-            curves.push(Box::new(CurveScratch::<F>::default()));
-            curves.len() - 1
-        }
-    };
-    match curves[at].downcast_mut::<CurveScratch<F>>() {
-        Some(cs) => cs,
-        None => unreachable!("found or made just above"),
+    if !curves.iter().any(|c| c.is::<CurveScratch<F>>()) {
+        curves.push(Box::new(CurveScratch::<F>::default()));
+    }
+    curves
+        .iter_mut()
+        .find_map(|c| c.downcast_mut::<CurveScratch<F>>())
+        .unwrap_or_else(|| unreachable!("pushed just above when missing"))
+}
+
+/// A scratch buffer that an earlier step of the same call should have made:
+/// a bug here, reported rather than panicking.
+fn scratch_missing(which: &str) -> Groth16Error {
+    Groth16Error::MsmShape {
+        detail: format!("internal error: an MSM scratch buffer is missing ({which})"),
     }
 }
 
@@ -369,11 +388,10 @@ fn ensure<'a, T: DeviceElem>(
     if slot.as_ref().is_none_or(|b| b.len() < len) {
         // Free the old buffer first, so the peak is the new size only.
         *slot = None;
-        *slot = Some(DeviceBuffer::alloc(gpu, len, false)?);
     }
     match slot {
         Some(buffer) => Ok(buffer),
-        None => unreachable!("allocated just above"),
+        None => Ok(slot.insert(DeviceBuffer::alloc(gpu, len, false)?)),
     }
 }
 
@@ -681,7 +699,7 @@ impl Run<'_> {
         let s = &mut *self.s;
         let ones_idx = match &s.ones_idx {
             Some(b) => b,
-            None => unreachable!("classify allocated it"),
+            None => return Err(scratch_missing("classify allocated it")),
         };
         let cs = curve_scratch::<A::Coord>(&mut s.curves);
         let [la, lb] = &mut cs.lists;
@@ -772,7 +790,8 @@ impl Run<'_> {
 
         let histogram = self.kernel("msm", "histogram", None)?;
         let scatter = self.kernel("msm", "scatter", None)?;
-        let accumulate = self.kernel(A::MODULE, self.config.accumulate.op(), Some(A::CURVE))?;
+        let accumulate =
+            self.kernel(A::MODULE, self.config.accumulate.op::<A>(), Some(A::CURVE))?;
         let partials = self.kernel(A::MODULE, "accumulate_partials", Some(A::CURVE))?;
 
         let kg_max = u64::from(group) * nb;
@@ -795,7 +814,7 @@ impl Run<'_> {
             {
                 let s = &mut *self.s;
                 let (Some(other), Some(counts)) = (&s.other_scalars, &mut s.counts) else {
-                    unreachable!("allocated above");
+                    return Err(scratch_missing("allocated above"));
                 };
                 clear(gpu, counts, kg as usize)?;
                 // SAFETY: msm_histogram_bls12_381(const fr_t* scalars,
@@ -826,7 +845,7 @@ impl Run<'_> {
                         &mut s.offsets,
                         &mut s.entries,
                     ) else {
-                        unreachable!("allocated above");
+                        return Err(scratch_missing("allocated above"));
                     };
                     // SAFETY: msm_scatter_bls12_381(const fr_t* scalars,
                     // const uint32_t* idx, uint32_t m, uint32_t c, uint32_t
@@ -905,7 +924,7 @@ impl Run<'_> {
         let (Some(counts), Some(offsets), Some(total), Some(unused)) =
             (&s.counts, &mut s.offsets, &mut s.total, &s.no_prefix)
         else {
-            unreachable!("allocated by the caller and by classify");
+            return Err(scratch_missing("allocated by the caller and by classify"));
         };
         // Upward: level l's values are the chunk sums of level l - 1.
         for l in 1..sizes.len() {
@@ -994,7 +1013,7 @@ impl Run<'_> {
         let lv0 = ensure(gpu, lv0, 4 * len0)?;
         let lv1 = ensure(gpu, lv1, 4 * len1)?;
         let (Some(entries), Some(buckets)) = (&s.entries, &mut cs.buckets) else {
-            unreachable!("allocated by the caller");
+            return Err(scratch_missing("allocated by the caller"));
         };
         // SAFETY: msm_accumulate_<variant>_<c>_bls12_381(const uint2*
         // entries, uint32_t e, uint32_t per, const affine_t* bases, xyzz_t*
@@ -1063,7 +1082,7 @@ impl Run<'_> {
             buckets, t, r, out, ..
         } = cs;
         let Some(buckets) = buckets.as_ref() else {
-            unreachable!("allocated by the caller");
+            return Err(scratch_missing("allocated by the caller"));
         };
         let t = ensure(gpu, t, 4 * threads as usize)?;
         let r = ensure(gpu, r, 4 * threads as usize)?;
