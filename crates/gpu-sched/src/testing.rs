@@ -17,7 +17,7 @@
 //! `cargo test -- --nocapture`) and the test returns early and passes. With
 //! `CUZK_REQUIRE_GPU=1` (set on the GPU machine) a missing device is a panic
 //! instead, so a broken driver cannot turn the GPU test suite into skips.
-//! GPU tests are never `#[ignore]`d.
+//! GPU tests never use the ignore attribute: they skip through this helper.
 
 use crate::{DeviceInfo, Result, device::Probe};
 

@@ -7,6 +7,10 @@
 //!
 //! Usage: arith_bench <short git revision> <the command line, for the record>
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{driver_version, today};
+
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -186,24 +190,4 @@ fn result(
         "bound": {"name": format!("imad-peak / {imads_per_op} IMADs per op"), "value": ops / bound_ops_per_s},
         "notes": format!("{ops:.3e} operations per run; rate {rate:.3e}/s vs IMAD-bound {bound_ops_per_s:.3e}/s"),
     })
-}
-
-fn today() -> String {
-    std::process::Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
-}
-
-fn driver_version() -> String {
-    std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
-        .unwrap_or_default()
 }

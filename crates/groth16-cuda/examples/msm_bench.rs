@@ -24,6 +24,10 @@
 //! Environment: MSM_BENCH_MAX_LOG2 (default 26) caps the G1 sizes,
 //! MSM_BENCH_G2_MAX_LOG2 (default 24) the G2 ones.
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{driver_version, today};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -538,24 +542,4 @@ fn main() -> Result<()> {
     });
     println!("{}", serde_json::to_string_pretty(&doc)?);
     Ok(())
-}
-
-fn today() -> String {
-    std::process::Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
-}
-
-fn driver_version() -> String {
-    std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
-        .unwrap_or_default()
 }

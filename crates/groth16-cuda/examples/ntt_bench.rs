@@ -14,6 +14,10 @@
 //!
 //! Usage: ntt_bench <short git revision> <the command line, for the record>
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{driver_version, today};
+
 use std::{sync::Arc, time::Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -344,24 +348,4 @@ fn main() -> Result<()> {
     println!("{}", serde_json::to_string_pretty(&doc)?);
     ensure!(failures.is_empty(), "{}", failures.join("; "));
     Ok(())
-}
-
-fn today() -> String {
-    std::process::Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
-}
-
-fn driver_version() -> String {
-    std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
-        .unwrap_or_default()
 }

@@ -142,12 +142,7 @@ fn field_pairs<F: PrimeField>(rng: &mut ChaCha20Rng) -> (Vec<F>, Vec<F>) {
     (a, b)
 }
 
-fn field_ops<F: PrimeField + DeviceElem + Send + Sync>(
-    gpu: &Arc<Gpu>,
-    kernel: &str,
-    a: &[F],
-    b: &[F],
-) {
+fn field_ops<F: Field + DeviceElem + Send + Sync>(gpu: &Arc<Gpu>, kernel: &str, a: &[F], b: &[F]) {
     let show = |i: usize| format!("a = {:?}, b = {:?}", a[i], b[i]);
     type Op<F> = fn(&F, &F) -> F;
     let ops: [(u32, &str, Op<F>); 7] = [
@@ -213,23 +208,7 @@ fn fq_matches_blstrs() {
     let gpu = Gpu::get(0).unwrap();
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let (a, b) = fp_pairs(&mut rng);
-    let show = |i: usize| format!("a = {:?}, b = {:?}", a[i], b[i]);
-    type Op = fn(&Fp, &Fp) -> Fp;
-    let ops: [(u32, &str, Op); 7] = [
-        (F_ADD, "add", |x, y| *x + y),
-        (F_SUB, "sub", |x, y| *x - y),
-        (F_NEG, "neg", |x, _| -*x),
-        (F_MUL, "mul", |x, y| *x * y),
-        (F_SQR, "sqr", |x, _| x.square()),
-        (F_DBL, "dbl", |x, _| x.double()),
-        (F_INV, "inv", |x, _| x.invert().unwrap_or(Fp::ZERO)),
-    ];
-    for (op, name, f) in ops {
-        let n = a.len();
-        let got: Vec<Fp> = launch(&gpu, "arith_fq_bls12_381", op, &a[..n], &b[..n]);
-        let want: Vec<Fp> = (0..n).into_par_iter().map(|i| f(&a[i], &b[i])).collect();
-        check(&format!("fq {name}"), &got, &want, show);
-    }
+    field_ops(&gpu, "arith_fq_bls12_381", &a, &b);
     let canonical: Vec<u64> = a
         .iter()
         .flat_map(|x| {
@@ -305,23 +284,7 @@ fn fq2_matches_blstrs() {
     let mut b: Vec<Fp2> = fb.chunks_exact(2).map(|c| Fp2::new(c[0], c[1])).collect();
     a.push(Fp2::new(Fp::ZERO, Fp::ONE));
     b.push(Fp2::new(Fp::ZERO, -Fp::ONE));
-    let show = |i: usize| format!("a = {:?}, b = {:?}", a[i], b[i]);
-    type Op = fn(&Fp2, &Fp2) -> Fp2;
-    let ops: [(u32, &str, Op); 7] = [
-        (F_ADD, "add", |x, y| *x + y),
-        (F_SUB, "sub", |x, y| *x - y),
-        (F_NEG, "neg", |x, _| -*x),
-        (F_MUL, "mul", |x, y| *x * y),
-        (F_SQR, "sqr", |x, _| x.square()),
-        (F_DBL, "dbl", |x, _| x.double()),
-        (F_INV, "inv", |x, _| x.invert().unwrap_or(Fp2::ZERO)),
-    ];
-    for (op, name, f) in ops {
-        let n = a.len();
-        let got: Vec<Fp2> = launch(&gpu, "arith_fq2_bls12_381", op, &a[..n], &b[..n]);
-        let want: Vec<Fp2> = (0..n).into_par_iter().map(|i| f(&a[i], &b[i])).collect();
-        check(&format!("fq2 {name}"), &got, &want, show);
-    }
+    field_ops(&gpu, "arith_fq2_bls12_381", &a, &b);
 }
 
 // Curve operation codes of kernels/arith.cu; results come back Jacobian.
