@@ -164,6 +164,7 @@ pub fn prove_partition<C: Circuit<Scalar>>(
         s,
     )?;
     timings.0.extend(out.timings.0);
+    timings.1.extend(out.timings.1);
     Ok(ProofOutput {
         proof: out.proof,
         timings,

@@ -103,6 +103,12 @@ pub enum Groth16Error {
     #[error("cannot run the NTT: {detail}")]
     NttSize { detail: String },
 
+    /// a/b/c cannot be computed on the GPU from this PCE or with these
+    /// buffers: a malformed or oversized matrix, a witness or output of the
+    /// wrong length, buffers of another GPU.
+    #[error("cannot compute a/b/c on the GPU: {detail}")]
+    Spmv { detail: String },
+
     /// An MSM's scalars (or its density) use more points than were uploaded.
     #[error(
         "the MSM needs {needed} bases but only {available} are uploaded: the scalars or the density \
@@ -113,6 +119,21 @@ pub enum Groth16Error {
     /// MSM inputs that do not fit together or exceed what the kernels index.
     #[error("MSM inputs do not fit: {detail}")]
     MsmShape { detail: String },
+
+    /// Device memory ran out, or would: `need` bytes were asked for while
+    /// `free` of the device's `total` were free.
+    #[error(
+        "GPU {ordinal} is out of memory {what}: {need} bytes needed, {free} free of {total}; \
+         prove smaller partitions, run fewer workers on this GPU, free the memory other \
+         processes hold (nvidia-smi lists them), or use the CPU backend"
+    )]
+    DeviceOutOfMemory {
+        ordinal: usize,
+        what: String,
+        need: u64,
+        free: u64,
+        total: u64,
+    },
 }
 
 /// `Result` with [`Groth16Error`].

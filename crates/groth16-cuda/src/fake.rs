@@ -10,8 +10,9 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 
-use bellperson::groth16::VerifyingKey;
+use bellperson::groth16::{Parameters, VerifyingKey};
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_synth::Pce;
 use ff::Field;
@@ -179,19 +180,12 @@ fn write_section<W: Write, P: Send>(
     Ok(())
 }
 
-/// Writes fake parameters for the circuit recorded in `pce` to `path`
-/// (atomically, streaming: memory use does not grow with the circuit).
-pub fn write_fake_params(path: &Path, pce: &Pce, seed: u64) -> Result<()> {
-    let _s = tracing::info_span!("fake_params", path = %path.display()).entered();
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut seeds = move || (Scalar::random(&mut rng), Scalar::random(&mut rng));
-    let g1 = |p: &G1Affine| p.to_uncompressed().to_vec();
-    let g2 = |p: &G2Affine| p.to_uncompressed().to_vec();
-
+/// The verifying key of fake parameters, from the first seed pair.
+fn fake_vk(pce: &Pce, seeds: &mut impl FnMut() -> (Scalar, Scalar)) -> VerifyingKey<Bls12> {
     let (s, t) = seeds();
     let vk_g1 = g1_points(s, t, 2 + pce.num_inputs, 0);
     let vk_g2 = g2_points(s, t, 3, 0);
-    let vk = VerifyingKey::<Bls12> {
+    VerifyingKey::<Bls12> {
         alpha_g1: fake_alpha_g1(),
         beta_g1: vk_g1[0],
         beta_g2: vk_g2[0],
@@ -199,7 +193,22 @@ pub fn write_fake_params(path: &Path, pce: &Pce, seed: u64) -> Result<()> {
         delta_g1: vk_g1[1],
         delta_g2: vk_g2[2],
         ic: vk_g1[2..].to_vec(),
-    };
+    }
+}
+
+fn seeds_of(seed: u64) -> impl FnMut() -> (Scalar, Scalar) {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    move || (Scalar::random(&mut rng), Scalar::random(&mut rng))
+}
+
+/// Writes fake parameters for the circuit recorded in `pce` to `path`
+/// (atomically, streaming: memory use does not grow with the circuit).
+pub fn write_fake_params(path: &Path, pce: &Pce, seed: u64) -> Result<()> {
+    let _s = tracing::info_span!("fake_params", path = %path.display()).entered();
+    let mut seeds = seeds_of(seed);
+    let g1 = |p: &G1Affine| p.to_uncompressed().to_vec();
+    let g2 = |p: &G2Affine| p.to_uncompressed().to_vec();
+    let vk = fake_vk(pce, &mut seeds);
     let b_len = pce.b_query_len();
     write_atomically(path, |w| {
         vk.write(&mut *w)?;
@@ -209,6 +218,43 @@ pub fn write_fake_params(path: &Path, pce: &Pce, seed: u64) -> Result<()> {
         write_section(w, b_len, &mut seeds, g1_points, g1)?;
         write_section(w, b_len, &mut seeds, g2_points, g2)
     })
+}
+
+/// One query's points, generated in parallel chunks.
+fn section<P: Send>(
+    count: usize,
+    (start, step): (Scalar, Scalar),
+    make: impl Fn(Scalar, Scalar, usize, usize) -> Vec<P> + Sync,
+) -> Vec<P> {
+    (0..count.div_ceil(CHUNK))
+        .into_par_iter()
+        .flat_map_iter(|c| {
+            let first = c * CHUNK;
+            make(start, step, CHUNK.min(count - first), first)
+        })
+        .collect()
+}
+
+/// The same parameters as [`write_fake_params`] writes for `pce` and
+/// `seed`, in memory: for benchmarks that need no file.
+pub fn fake_params(pce: &Pce, seed: u64) -> Parameters<Bls12> {
+    let _s = tracing::info_span!("fake_params_in_memory").entered();
+    let mut seeds = seeds_of(seed);
+    let vk = fake_vk(pce, &mut seeds);
+    let b_len = pce.b_query_len();
+    let h = section(pce.domain_size() - 1, seeds(), g1_points);
+    let l = section(pce.num_aux, seeds(), g1_points);
+    let a = section(pce.a_query_len(), seeds(), g1_points);
+    let b_g1 = section(b_len, seeds(), g1_points);
+    let b_g2 = section(b_len, seeds(), g2_points);
+    Parameters {
+        vk,
+        h: Arc::new(h),
+        l: Arc::new(l),
+        a: Arc::new(a),
+        b_g1: Arc::new(b_g1),
+        b_g2: Arc::new(b_g2),
+    }
 }
 
 #[cfg(test)]
@@ -248,5 +294,18 @@ mod tests {
             a[3],
             (G1Projective::generator() * Scalar::from(5 + 33)).to_affine()
         );
+    }
+
+    #[test]
+    fn in_memory_fake_params_equal_the_file() {
+        let spec: cuzk_synth::circuits::CircuitSpec = "porep:8".parse().unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fake.params");
+        write_fake_params(&path, &pce, 9).unwrap();
+        let mut file = Vec::new();
+        fake_params(&pce, 9).write(&mut file).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), file);
+        assert!(is_fake(&fake_params(&pce, 9).vk));
     }
 }

@@ -6,15 +6,25 @@
 //! memory (b and c are freed as soon as it is done), then the five MSMs
 //! against parameter bases that stay resident on the device across proofs.
 //! The epilogue ([`assemble`](crate::assemble)) runs on the CPU.
+//!
+//! Parameters stay resident on the device when they fit beside the proofs'
+//! working memory ([`ParamsPlacement::Auto`]); otherwise every MSM streams
+//! its bases from host memory in chunks of [`GpuOptions::stream_chunk`]
+//! variables, one chunk on the device at a time. Device memory is checked
+//! before it is allocated: a proof that cannot fit fails with
+//! [`Groth16Error::DeviceOutOfMemory`] naming what was needed and what was
+//! free. Each device stage is timed with CUDA events
+//! ([`StageTimings::gpu`](crate::StageTimings::gpu)).
 
 use std::sync::{Arc, Mutex};
 
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G2Affine, Scalar};
 use cuzk_synth::{Abc, Density, Pce};
+use group::Group;
 
-use crate::cuda::{DeviceBuffer, Gpu};
-use crate::msm::{DeviceBases, DeviceDensity, GpuMsm};
+use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
+use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine};
 use crate::ntt::GpuNtt;
 use crate::prover::{AbcInput, MsmResults, Prover, ProverInput, StageTimings, Staged};
 use crate::{Bls12, Groth16Error, Result, check_params};
@@ -53,6 +63,75 @@ struct ShapeDensities {
     b: DeviceDensity,
 }
 
+/// Where a parameter set's bases live while proofs use them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ParamsPlacement {
+    /// Resident when the set fits in free device memory beside two
+    /// partitions' working memory, else streamed.
+    #[default]
+    Auto,
+    /// Always uploaded once and kept (fails if it does not fit).
+    Resident,
+    /// Always streamed from host memory, chunk by chunk, in every MSM.
+    Streamed,
+}
+
+/// Options of a [`GpuProver`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    pub params: ParamsPlacement,
+    /// Variables per streamed MSM chunk (the bases of the used ones are on
+    /// the device at once).
+    pub stream_chunk: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            params: ParamsPlacement::Auto,
+            stream_chunk: 1 << 22,
+        }
+    }
+}
+
+/// Bytes of a parameter set's five queries on the device (affine points).
+pub fn params_device_bytes(p: &Parameters<Bls12>) -> u64 {
+    let g1 = std::mem::size_of::<G1Affine>() as u64;
+    let g2 = std::mem::size_of::<G2Affine>() as u64;
+    (p.h.len() + p.l.len() + p.a.len() + p.b_g1.len()) as u64 * g1 + p.b_g2.len() as u64 * g2
+}
+
+/// GPU-time marks in a stream: each [`mark`](EventClock::mark) closes a
+/// stage begun at the previous mark.
+struct EventClock {
+    start: GpuEvent,
+    stages: Vec<(&'static str, GpuEvent)>,
+}
+
+impl EventClock {
+    fn start(gpu: &Gpu) -> Result<Self> {
+        Ok(EventClock {
+            start: gpu.event()?,
+            stages: Vec::new(),
+        })
+    }
+
+    fn mark(&mut self, gpu: &Gpu, stage: &'static str) -> Result<()> {
+        self.stages.push((stage, gpu.event()?));
+        Ok(())
+    }
+
+    fn finish(self, timings: &mut StageTimings) -> Result<()> {
+        let mut prev = &self.start;
+        for (stage, end) in &self.stages {
+            let ms = end.ms_since(prev)?;
+            timings.push_gpu(stage, std::time::Duration::from_secs_f64(ms.max(0.0) / 1e3));
+            prev = end;
+        }
+        Ok(())
+    }
+}
+
 /// What prepare stages for the kernel region.
 struct GpuStaged {
     a: DeviceBuffer<Scalar>,
@@ -64,6 +143,7 @@ struct GpuStaged {
 /// The CUDA prover of one GPU.
 pub struct GpuProver {
     gpu: Arc<Gpu>,
+    options: GpuOptions,
     ntt: GpuNtt,
     msm: GpuMsm,
     params: Mutex<Vec<Arc<ResidentParams>>>,
@@ -93,8 +173,19 @@ fn density_hash(d: &Density) -> u64 {
 impl GpuProver {
     /// The prover of GPU `ordinal`.
     pub fn new(ordinal: usize) -> Result<Self> {
+        Self::with_options(ordinal, GpuOptions::default())
+    }
+
+    /// The prover of GPU `ordinal` with `options`.
+    pub fn with_options(ordinal: usize, options: GpuOptions) -> Result<Self> {
+        if options.stream_chunk == 0 {
+            return Err(Groth16Error::MsmShape {
+                detail: "a streamed MSM chunk of 0 variables".into(),
+            });
+        }
         let gpu = Gpu::get(ordinal)?;
         Ok(GpuProver {
+            options,
             ntt: GpuNtt::new(gpu.clone()),
             msm: GpuMsm::new(gpu.clone()),
             gpu,
@@ -103,10 +194,44 @@ impl GpuProver {
         })
     }
 
-    fn resident(&self, params: &Parameters<Bls12>) -> Result<Arc<ResidentParams>> {
+    /// The GPU this prover runs on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// The parameter set's resident copy, uploaded now if needed; `None`
+    /// when it is to be streamed (by the options, or because it does not
+    /// fit beside two partitions of `pce`).
+    fn resident(
+        &self,
+        params: &Parameters<Bls12>,
+        pce: &Pce,
+    ) -> Result<Option<Arc<ResidentParams>>> {
         let mut cache = self.params.lock().map_err(|_| poisoned())?;
         if let Some(r) = cache.iter().find(|r| r.is(params)) {
-            return Ok(r.clone());
+            return Ok(Some(r.clone()));
+        }
+        let need = params_device_bytes(params);
+        match self.options.params {
+            ParamsPlacement::Streamed => return Ok(None),
+            ParamsPlacement::Auto => {
+                let (free, _) = self.gpu.mem_info()?;
+                if need.saturating_add(2 * self.device_bytes(pce)) > free {
+                    tracing::warn!(
+                        gpu = self.gpu.ordinal(),
+                        need,
+                        free,
+                        "the parameters do not fit beside two partitions in device memory: \
+                         streaming them from host memory in every MSM (slower)"
+                    );
+                    return Ok(None);
+                }
+            }
+            ParamsPlacement::Resident => {
+                self.gpu.ensure_free(need, || {
+                    "to keep the parameter set resident (ParamsPlacement::Resident)".into()
+                })?;
+            }
         }
         let _s = tracing::info_span!("upload_params").entered();
         let r = Arc::new(ResidentParams {
@@ -118,7 +243,42 @@ impl GpuProver {
             b_g2: DeviceBases::<G2Affine>::upload(&self.gpu, &params.b_g2)?,
         });
         cache.push(r.clone());
-        Ok(r)
+        Ok(Some(r))
+    }
+
+    /// sum over the used variables v in `lo..hi` of scalars\[offset + v\]
+    /// times the next host base, streamed in chunks: the MSM of a parameter
+    /// set that is not resident.
+    fn streamed_msm<A: MsmAffine>(
+        &self,
+        host_bases: &[A],
+        scalars: &DeviceBuffer<Scalar>,
+        offset: usize,
+        used: &[bool],
+    ) -> Result<A::Projective> {
+        let chunk = self.options.stream_chunk;
+        let mut acc = A::Projective::identity();
+        let mut base = 0usize;
+        for (k, bits) in used.chunks(chunk).enumerate() {
+            let lo = k * chunk;
+            let count = bits.iter().filter(|&&u| u).count();
+            if count == 0 {
+                continue;
+            }
+            let Some(bases) = host_bases.get(base..base + count) else {
+                return Err(Groth16Error::MsmTooFewBases {
+                    needed: base + count,
+                    available: host_bases.len(),
+                });
+            };
+            let bases = DeviceBases::upload(&self.gpu, bases)?;
+            let dens = DeviceDensity::upload(&self.gpu, bits.iter().copied(), bits.len())?;
+            let mut sc = self.gpu.alloc_zeros::<Scalar>(bits.len())?;
+            sc.copy_range_from(0, scalars, offset + lo, bits.len())?;
+            acc += self.msm.msm(&bases, &sc, Some(&dens))?;
+            base += count;
+        }
+        Ok(acc)
     }
 
     /// Drops the device copies of every parameter set no proof is using.
@@ -177,16 +337,22 @@ fn upload_padded(gpu: &Arc<Gpu>, v: &[Scalar], m: usize) -> Result<DeviceBuffer<
     Ok(buf)
 }
 
+/// Bytes prepare allocates: a, b, c over the domain and the witness.
+fn staged_bytes(pce: &Pce) -> u64 {
+    (3 * pce.domain_size() as u64 + (pce.num_inputs + pce.num_aux) as u64) * 32
+}
+
 impl Prover for GpuProver {
     fn name(&self) -> &'static str {
         "cuda"
     }
 
     fn device_bytes(&self, pce: &Pce) -> u64 {
-        // a, b, c over the domain and the witness; the MSMs' scratch is
-        // reserved by GpuMsm itself.
-        let m = pce.domain_size() as u64;
-        (3 * m + (pce.num_inputs + pce.num_aux) as u64) * 32
+        // a, b, c over the domain and the witness, the NTT's twiddles, and
+        // a bound on the MSMs' scratch (kept by GpuMsm across proofs).
+        let m = pce.domain_size();
+        let vars = pce.num_inputs + pce.num_aux;
+        staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars))
     }
 
     fn prepare(
@@ -209,6 +375,13 @@ impl Prover for GpuProver {
         };
         let m = pce.domain_size();
         let g = &self.gpu;
+        g.ensure_free(staged_bytes(pce), || {
+            format!(
+                "staging a, b, c ({m} elements each) and the witness of a {}-constraint partition",
+                pce.num_constraints()
+            )
+        })?;
+        let mut clock = EventClock::start(g)?;
         let staged = timings.time("h2d", || -> Result<GpuStaged> {
             let w_len = pce.num_inputs + pce.num_aux;
             let mut w = g.alloc_zeros::<Scalar>(w_len)?;
@@ -221,6 +394,8 @@ impl Prover for GpuProver {
                 w,
             })
         })?;
+        clock.mark(g, "h2d")?;
+        clock.finish(timings)?;
         Ok(Staged::new(staged))
     }
 
@@ -243,23 +418,74 @@ impl Prover for GpuProver {
                 backend: self.name(),
             });
         };
-        let resident = timings.time("params", || self.resident(params))?;
-        let dens = self.densities(pce)?;
+        let g = &self.gpu;
+        let mut clock = EventClock::start(g)?;
+        let resident = timings.time("params", || self.resident(params, pce))?;
+        clock.mark(g, "params h2d")?;
         timings.time("h (ntt)", || {
             self.ntt
                 .compute_h(&mut a, &mut b, &mut c, pce.domain_log2())
         })?;
+        clock.mark(g, "h (ntt)")?;
         drop((b, c));
-        let h = timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
-        drop(a);
-        let l = timings.time("msm l", || self.msm.g1_dense(&resident.l, &w, &dens.l))?;
-        let a = timings.time("msm a", || self.msm.g1_dense(&resident.a, &w, &dens.a))?;
-        let b_g1 = timings.time("msm b_g1", || {
-            self.msm.g1_dense(&resident.b_g1, &w, &dens.b)
-        })?;
-        let b_g2 = timings.time("msm b_g2", || {
-            self.msm.g2_dense(&resident.b_g2, &w, &dens.b)
-        })?;
+        let (h, l, a, b_g1, b_g2) = match resident {
+            Some(resident) => {
+                let dens = self.densities(pce)?;
+                let h = timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
+                clock.mark(g, "msm h")?;
+                drop(a);
+                let l = timings.time("msm l", || self.msm.g1_dense(&resident.l, &w, &dens.l))?;
+                clock.mark(g, "msm l")?;
+                let a = timings.time("msm a", || self.msm.g1_dense(&resident.a, &w, &dens.a))?;
+                clock.mark(g, "msm a")?;
+                let b_g1 = timings.time("msm b_g1", || {
+                    self.msm.g1_dense(&resident.b_g1, &w, &dens.b)
+                })?;
+                clock.mark(g, "msm b_g1")?;
+                let b_g2 = timings.time("msm b_g2", || {
+                    self.msm.g2_dense(&resident.b_g2, &w, &dens.b)
+                })?;
+                clock.mark(g, "msm b_g2")?;
+                (h, l, a, b_g1, b_g2)
+            }
+            None => {
+                let (ni, na, m) = (pce.num_inputs, pce.num_aux, pce.domain_size());
+                let h_used: Vec<bool> = (0..m).map(|i| i + 1 < m).collect();
+                let l_used = vec![true; na];
+                let a_used: Vec<bool> = (0..ni)
+                    .map(|_| true)
+                    .chain(pce.a_aux_density.iter())
+                    .collect();
+                let b_used: Vec<bool> = pce
+                    .b_input_density
+                    .iter()
+                    .chain(pce.b_aux_density.iter())
+                    .collect();
+                let h = timings.time("msm h (streamed)", || {
+                    self.streamed_msm(&params.h, &a, 0, &h_used)
+                })?;
+                clock.mark(g, "msm h")?;
+                drop(a);
+                let l = timings.time("msm l (streamed)", || {
+                    self.streamed_msm(&params.l, &w, ni, &l_used)
+                })?;
+                clock.mark(g, "msm l")?;
+                let a = timings.time("msm a (streamed)", || {
+                    self.streamed_msm(&params.a, &w, 0, &a_used)
+                })?;
+                clock.mark(g, "msm a")?;
+                let b_g1 = timings.time("msm b_g1 (streamed)", || {
+                    self.streamed_msm(&params.b_g1, &w, 0, &b_used)
+                })?;
+                clock.mark(g, "msm b_g1")?;
+                let b_g2 = timings.time("msm b_g2 (streamed)", || {
+                    self.streamed_msm(&params.b_g2, &w, 0, &b_used)
+                })?;
+                clock.mark(g, "msm b_g2")?;
+                (h, l, a, b_g1, b_g2)
+            }
+        };
+        clock.finish(timings)?;
         Ok(MsmResults {
             h,
             l,

@@ -23,7 +23,7 @@ pub mod prover;
 
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};
-pub use gpu::GpuProver;
+pub use gpu::{GpuOptions, GpuProver, ParamsPlacement, params_device_bytes};
 pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 pub use ntt::{GpuNtt, HBuffers, Upload};
 pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};

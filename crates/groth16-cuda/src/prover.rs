@@ -38,11 +38,26 @@ pub struct ProverInput<'a> {
     pub abc: AbcInput<'a>,
 }
 
-/// Wall-clock time per stage of one proof, in the order the stages ran.
+/// Time per stage of one proof, in the order the stages ran: `.0` the
+/// wall-clock time of each host-side stage, `.1` (GPU backends only) the
+/// GPU time of each device stage as CUDA events in the stream measured it.
 #[derive(Clone, Debug, Default)]
-pub struct StageTimings(pub Vec<(&'static str, Duration)>);
+pub struct StageTimings(
+    pub Vec<(&'static str, Duration)>,
+    pub Vec<(&'static str, Duration)>,
+);
 
 impl StageTimings {
+    /// Records `stage` as having taken `d` of GPU time.
+    pub fn push_gpu(&mut self, stage: &'static str, d: Duration) {
+        self.1.push((stage, d));
+    }
+
+    /// The GPU time per device stage (empty for CPU backends).
+    pub fn gpu(&self) -> &[(&'static str, Duration)] {
+        &self.1
+    }
+
     /// Records `stage` as having taken `d`.
     pub fn push(&mut self, stage: &'static str, d: Duration) {
         self.0.push((stage, d));

@@ -10,7 +10,10 @@ use bellperson::groth16::{
 };
 use blstrs::Scalar;
 use cuzk_gpu_sched::testing::gpu_or_skip;
-use cuzk_groth16_cuda::{AbcInput, Bls12, CpuProver, GpuProver, Prover, ProverInput};
+use cuzk_groth16_cuda::{
+    AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
+    ProverInput,
+};
 use cuzk_synth::circuits::{CircuitSpec, all_test_specs};
 use cuzk_synth::{Pce, Witness};
 use ff::Field;
@@ -109,4 +112,130 @@ fn gpu_refuses_mismatched_parameters() {
         err.to_string().contains("do not match the circuit"),
         "{err}"
     );
+}
+
+/// Parameters streamed chunk by chunk from host memory give the same bytes
+/// as resident ones: chunks far smaller than the queries, so every MSM runs
+/// over many chunks, some with no used variable.
+#[test]
+fn streamed_parameters_give_the_same_proofs() {
+    let Some(_) = gpu_or_skip("streamed_parameters_give_the_same_proofs") else {
+        return;
+    };
+    let streamed = GpuProver::with_options(
+        0,
+        GpuOptions {
+            params: ParamsPlacement::Streamed,
+            stream_chunk: 300,
+        },
+    )
+    .unwrap();
+    let resident = GpuProver::with_options(
+        0,
+        GpuOptions {
+            params: ParamsPlacement::Resident,
+            ..GpuOptions::default()
+        },
+    )
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(0x57EA);
+    for spec in ["porep:12", "no-aux:5", "repeated-vars:8", "many-inputs:9"] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let params: Parameters<Bls12> =
+            generate_random_parameters(spec.build(0), &mut rng).unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let witness = Witness::synthesize(spec.build(7)).unwrap();
+        let input = ProverInput {
+            pce: &pce,
+            witness: &witness,
+            abc: AbcInput::FromPce,
+        };
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let theirs = create_proof(spec.build(7), &params, r, s).unwrap();
+        let a = streamed.prove(input, &params, r, s).unwrap();
+        let b = resident.prove(input, &params, r, s).unwrap();
+        assert_eq!(bytes(&a.proof), bytes(&theirs), "{spec}: streamed differs");
+        assert_eq!(bytes(&b.proof), bytes(&theirs), "{spec}: resident differs");
+        assert!(
+            a.timings.0.iter().any(|(s, _)| s.contains("streamed")),
+            "{spec}: the streamed prover did not stream: {:?}",
+            a.timings.0
+        );
+    }
+}
+
+/// Every device stage is timed with CUDA events, and the times are sane.
+#[test]
+fn gpu_stages_are_timed_with_events() {
+    let Some(_) = gpu_or_skip("gpu_stages_are_timed_with_events") else {
+        return;
+    };
+    let gpu = GpuProver::new(0).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(5);
+    let spec: CircuitSpec = "porep:12".parse().unwrap();
+    let params: Parameters<Bls12> = generate_random_parameters(spec.build(0), &mut rng).unwrap();
+    let pce = Pce::record(spec.build(0)).unwrap();
+    let witness = Witness::synthesize(spec.build(1)).unwrap();
+    let input = ProverInput {
+        pce: &pce,
+        witness: &witness,
+        abc: AbcInput::FromPce,
+    };
+    let out = gpu.prove(input, &params, Scalar::ONE, Scalar::ONE).unwrap();
+    let stages: Vec<&str> = out.timings.gpu().iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        stages,
+        [
+            "h2d",
+            "params h2d",
+            "h (ntt)",
+            "msm h",
+            "msm l",
+            "msm a",
+            "msm b_g1",
+            "msm b_g2"
+        ]
+    );
+    let gpu_total: std::time::Duration = out.timings.gpu().iter().map(|(_, d)| *d).sum();
+    assert!(gpu_total > std::time::Duration::ZERO);
+    // GPU time cannot exceed the wall time of the proof by much (events are
+    // recorded inside the timed stages).
+    assert!(gpu_total <= out.timings.total() + std::time::Duration::from_millis(5));
+}
+
+/// Asking for more device memory than the GPU has is an error naming the
+/// numbers, not a crash, and the GPU stays usable afterwards.
+#[test]
+fn out_of_device_memory_is_a_clear_error() {
+    let Some(_) = gpu_or_skip("out_of_device_memory_is_a_clear_error") else {
+        return;
+    };
+    let gpu = GpuProver::new(0).unwrap();
+    let (free, total) = gpu.gpu().mem_info().unwrap();
+    assert!(free <= total && total > 0);
+    let err = gpu
+        .gpu()
+        .ensure_free(total + 1, || "for a test".into())
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, Groth16Error::DeviceOutOfMemory { need, .. } if need == total + 1),
+        "{text}"
+    );
+    assert!(
+        text.contains("out of memory") && text.contains("free"),
+        "{text}"
+    );
+    // A real allocation past the device's size.
+    let err = gpu
+        .gpu()
+        .alloc_zeros::<Scalar>((2 * total / 32) as usize)
+        .unwrap_err();
+    assert!(
+        matches!(err, Groth16Error::DeviceOutOfMemory { .. }),
+        "{err}"
+    );
+    // Still usable.
+    let v = gpu.gpu().upload(&[Scalar::ONE; 4]).unwrap();
+    assert_eq!(v.download().unwrap(), vec![Scalar::ONE; 4]);
 }

@@ -4,7 +4,7 @@
 use std::{fmt, mem::size_of, sync::Arc};
 
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 
 use super::Gpu;
 use crate::{Groth16Error, Result};
@@ -151,7 +151,19 @@ impl<T: DeviceElem> DeviceBuffer<T> {
             // `len` elements anyone reads before handing the buffer out.
             unsafe { stream.alloc::<Elem<T>>(slots) }
         }
-        .map_err(super::gpu::driver_error(what))?;
+        .map_err(|err| {
+            if err.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                let (free, total) = gpu.mem_info().unwrap_or((0, 0));
+                return Groth16Error::DeviceOutOfMemory {
+                    ordinal: gpu.ordinal(),
+                    what: what(),
+                    need: (slots * size_of::<T>()) as u64,
+                    free,
+                    total,
+                };
+            }
+            super::gpu::driver_error(what)(err)
+        })?;
         Ok(DeviceBuffer {
             slice,
             len,
@@ -308,6 +320,60 @@ impl<T: DeviceElem> DeviceBuffer<T> {
         }
         // `dst` may be written until the stream has finished the copy.
         self.gpu.synchronize_for(&what)
+    }
+
+    /// Copies `src[src_offset..src_offset + len]` over
+    /// `self[offset..offset + len]` on the GPU's stream, asynchronously
+    /// (ordered before later launches and copies on the stream).
+    pub fn copy_range_from(
+        &mut self,
+        offset: usize,
+        src: &DeviceBuffer<T>,
+        src_offset: usize,
+        len: usize,
+    ) -> Result<()> {
+        let fits = |off: usize, total: usize| off.checked_add(len).is_some_and(|e| e <= total);
+        if !fits(offset, self.len) || !fits(src_offset, src.len) {
+            return Err(Groth16Error::CopyLength {
+                what: "between device buffers: the range runs past an end",
+                device: self.len,
+                host: src.len,
+            });
+        }
+        if !Arc::ptr_eq(&self.gpu, &src.gpu) {
+            return Err(Groth16Error::Cuda {
+                what: "copying between device buffers".to_owned(),
+                detail: format!(
+                    "the buffers are on GPUs {} and {}",
+                    src.gpu.ordinal(),
+                    self.gpu.ordinal()
+                ),
+            });
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let gpu = Arc::clone(&self.gpu);
+        gpu.bind("copying between device buffers")?;
+        let stream = gpu.stream();
+        let elem = size_of::<T>() as u64;
+        let (s, _rs) = src.slice.device_ptr(stream);
+        let (d, _rd) = self.slice.device_ptr_mut(stream);
+        // SAFETY: both ranges lie inside their allocations (checked above),
+        // in this GPU's context (bound above); the buffers are distinct
+        // allocations (one is borrowed mutably), and the copy is ordered on
+        // the stream after their earlier users.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                d + offset as u64 * elem,
+                s + src_offset as u64 * elem,
+                len * size_of::<T>(),
+                stream.cu_stream(),
+            )
+        }
+        .map_err(super::gpu::driver_error(|| {
+            "copying between device buffers".to_owned()
+        }))
     }
 
     pub(crate) fn slice(&self) -> &CudaSlice<Elem<T>> {

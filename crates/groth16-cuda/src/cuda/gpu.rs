@@ -138,6 +138,43 @@ impl Gpu {
         &self.stream
     }
 
+    /// Free and total device memory in bytes, as the driver reports them
+    /// now (other processes' allocations included).
+    pub fn mem_info(&self) -> Result<(u64, u64)> {
+        let (free, total) = self.ctx.mem_get_info().map_err(driver_error(|| {
+            format!("asking GPU {} for its free memory", self.ordinal)
+        }))?;
+        Ok((free as u64, total as u64))
+    }
+
+    /// Fails with [`Groth16Error::DeviceOutOfMemory`] unless `need` bytes
+    /// are free on the device now, naming `what` they are for.
+    pub fn ensure_free(&self, need: u64, what: impl FnOnce() -> String) -> Result<()> {
+        let (free, total) = self.mem_info()?;
+        if need > free {
+            return Err(Groth16Error::DeviceOutOfMemory {
+                ordinal: self.ordinal,
+                what: what(),
+                need,
+                free,
+                total,
+            });
+        }
+        Ok(())
+    }
+
+    /// A marker in this GPU's stream: the time between two of them
+    /// ([`GpuEvent::ms_since`]) is the GPU time of the work queued between.
+    pub fn event(&self) -> Result<GpuEvent> {
+        let event = self
+            .stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_error(|| {
+                format!("recording a timing event on GPU {}", self.ordinal)
+            }))?;
+        Ok(GpuEvent(event))
+    }
+
     /// Copies `src` to a new device buffer; returns once the copy is done.
     pub fn upload<T: DeviceElem>(self: &Arc<Self>, src: &[T]) -> Result<DeviceBuffer<T>> {
         let mut buffer = DeviceBuffer::alloc(self, src.len(), false)?;
@@ -290,6 +327,27 @@ impl Gpu {
     /// Whether launches wait for their kernel ([`LAUNCH_BLOCKING_ENV`]).
     pub(crate) fn launch_blocking(&self) -> bool {
         self.launch_blocking
+    }
+}
+
+/// A timing event recorded in a [`Gpu`]'s stream by [`Gpu::event`].
+pub struct GpuEvent(cudarc::driver::CudaEvent);
+
+impl fmt::Debug for GpuEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GpuEvent")
+    }
+}
+
+impl GpuEvent {
+    /// Milliseconds of GPU time from `start` to this event; waits until
+    /// this event's work is done.
+    pub fn ms_since(&self, start: &GpuEvent) -> Result<f64> {
+        start
+            .0
+            .elapsed_ms(&self.0)
+            .map(f64::from)
+            .map_err(driver_error(|| "timing GPU work between two events".to_owned()))
     }
 }
 

@@ -52,6 +52,6 @@ pub mod ptx;
 
 pub use buffer::{DeviceBuffer, DeviceElem};
 pub use cudarc::driver::{DeviceRepr, LaunchConfig};
-pub use gpu::{Gpu, LAUNCH_BLOCKING_ENV};
+pub use gpu::{Gpu, GpuEvent, LAUNCH_BLOCKING_ENV};
 pub use launch::{Kernel, KernelArgs, MAX_BLOCK_SIZE, grid_1d};
 pub use ptx::PtxModule;

@@ -467,6 +467,35 @@ impl GpuMsm {
         Ok(())
     }
 
+    /// An upper bound on the device scratch (bytes) that MSMs of up to `n`
+    /// scalars on both curves make this `GpuMsm` hold: the per-scalar
+    /// buffers, one pass's sorted entries and bucket counts, and each
+    /// curve's buckets and first-level partial sums. The scratch only
+    /// grows, so this is what a caller reserves once per `GpuMsm`.
+    pub fn scratch_bound(&self, n: usize) -> u64 {
+        let n = n.max(1);
+        let per_scalar = 40 * n as u64;
+        let curve = |point_bytes: u64| {
+            let c = match self.config.window_bits {
+                Some(c) => c.clamp(MIN_WINDOW, MAX_WINDOW),
+                None => window_bits(n, self.config.max_bucket_bytes / point_bytes),
+            };
+            let nb = plan::buckets_per_window(c);
+            let group = u64::from(plan::windows_per_pass(n, c, self.config.max_entries_per_pass));
+            let entries = n as u64 * group;
+            // Segments hold at least 32 entries, so level 1 has at most
+            // entries / 32 (+1) partial sums; level 2 a 1/PARTIALS_PER of that.
+            let lists = (entries / 32 + 1) * (4 + point_bytes) * 2;
+            let sort = 8 * entries + 8 * group * nb + 64;
+            let buckets = u64::from(windows(c)) * nb * point_bytes;
+            (sort, buckets + lists)
+        };
+        let (sort1, own1) = curve(4 * 48);
+        let (sort2, own2) = curve(4 * 96);
+        // Scan levels, the output point and the density stand-ins: small.
+        per_scalar + sort1.max(sort2) + own1 + own2 + (16 << 20)
+    }
+
     /// The phase times of the latest call, when [`MsmConfig::profile`] is
     /// set: (phase, seconds), in order.
     pub fn last_profile(&self) -> Vec<(&'static str, f64)> {
