@@ -23,6 +23,20 @@ pub enum Backend {
     Gpu,
 }
 
+/// Where the GPU backend keeps a parameter set's points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuParams {
+    /// Resident in device memory when the set fits beside two partitions'
+    /// working memory, else streamed.
+    #[default]
+    Auto,
+    /// Always resident (a set that does not fit fails with a clear error).
+    Resident,
+    /// Always streamed from host memory in chunks, in every MSM.
+    Streamed,
+}
+
 /// `"auto"` or a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Auto<T> {
@@ -162,8 +176,8 @@ pub struct EngineConfig {
     /// (its kernel region already uses every core, so a second worker has
     /// nothing to overlap with).
     pub workers_per_device: Auto<usize>,
-    /// Partitions synthesized at once (witness + SpMV); `auto`: 2 with GPUs,
-    /// 1 on the CPU backend.
+    /// Partitions synthesized at once (witness + SpMV); `auto`: half the CPU
+    /// cores (at least 2) with GPUs, 1 on the CPU backend.
     pub synthesis_concurrency: Auto<usize>,
     /// Partitions between "synthesis started" and "proof done" (reactive
     /// dispatch); `auto`: all workers plus `synthesis_concurrency`.
@@ -183,6 +197,12 @@ pub struct EngineConfig {
     pub params_subgroup_check: bool,
     /// Device memory kept back from reservations on each GPU.
     pub device_memory_margin: ByteSize,
+    /// GPUs to use, by driver ordinal (after `CUDA_VISIBLE_DEVICES`); unset:
+    /// every GPU the driver sees.
+    pub gpus: Option<Vec<usize>>,
+    /// Where the GPU backend keeps parameters: `auto`, `resident` or
+    /// `streamed`.
+    pub gpu_params: GpuParams,
     /// Spans the timeline keeps (the oldest are dropped beyond this).
     pub timeline_capacity: usize,
 }
@@ -199,6 +219,8 @@ impl Default for EngineConfig {
             pce_cache_dir: None,
             params_subgroup_check: false,
             device_memory_margin: ByteSize(1 << 30),
+            gpus: None,
+            gpu_params: GpuParams::Auto,
             timeline_capacity: 1 << 20,
         }
     }

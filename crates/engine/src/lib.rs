@@ -121,7 +121,7 @@ use cuzk_synth::{Pce, Witness};
 
 pub use budget::{Charge, ChargeKind, MemoryBudget, MemoryReport};
 pub use cache::{ParamsRef, ShapeId};
-pub use config::{Auto, Backend, ByteSize, EngineConfig};
+pub use config::{Auto, Backend, ByteSize, EngineConfig, GpuParams};
 pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
 pub use engine::{
     Engine, EngineBuilder, EngineStats, JobCanceller, JobHandle, JobProgress, ProgressEvent,

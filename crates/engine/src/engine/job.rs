@@ -358,7 +358,7 @@ pub(super) struct PartitionWork {
     pub(super) partition: u32,
     pub(super) pce: Arc<Pce>,
     pub(super) params: Arc<Parameters<Bls12>>,
-    pub(super) prover: Arc<dyn Prover>,
+    pub(super) provers: Arc<super::Provers>,
     pub(super) timeline: Arc<Timeline>,
     pub(super) witness: Witness,
     /// Holds the a/b/c buffers (always `Some` between synthesis and the
@@ -430,7 +430,8 @@ impl PartitionWork {
                     .event(Some(partition), ProgressStage::ProvingStarted);
                 let mut timings = StageTimings::default();
                 let staged = work
-                    .prover
+                    .provers
+                    .get(ctx.ordinal())
                     .prepare(work.input()?, &work.params, &mut timings)
                     .map_err(|e| work.fail("prepare", e))?;
                 let (j, p, lane, w) = work.at(ctx);
@@ -445,7 +446,8 @@ impl PartitionWork {
                 let _s = tracing::info_span!("kernel_region", job, partition).entered();
                 let mut timings = StageTimings::default();
                 let msm = work
-                    .prover
+                    .provers
+                    .get(ctx.ordinal())
                     .kernel_region(work.input()?, &work.params, staged, &mut timings)
                     .map_err(|e| work.fail("kernel region", e))?;
                 let (j, p, lane, w) = work.at(ctx);

@@ -32,7 +32,8 @@ use cuzk_gpu_sched::{
     WorkItem, WorkerContext,
 };
 use cuzk_groth16_cuda::{
-    AbcInput, Bls12, CpuProver, Groth16Error, MsmResults, Prover, ProverInput, StageTimings, Staged,
+    AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, MsmResults, ParamsPlacement,
+    Prover, ProverInput, StageTimings, Staged,
 };
 use cuzk_pinned_pool::{Lease, PinnedError, Pool, PoolConfig, PoolStats, Request};
 use cuzk_synth::{Pce, SynthError, Witness};
@@ -42,7 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::budget::{Charge, ChargeKind, MemoryBudget, MemoryReport, Reclaim, Signal};
 use crate::cache::{Cache, ParamsRef, Reclaimer, ShapeId, params_bytes};
-use crate::config::{Backend, EngineConfig};
+use crate::config::{Backend, EngineConfig, GpuParams};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
 use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
@@ -103,7 +104,10 @@ pub(crate) struct Shared {
     signal: Arc<Signal>,
     budget: MemoryBudget,
     timeline: Arc<Timeline>,
+    /// The first device's prover: sizes reservations and names the backend.
     prover: Arc<dyn Prover>,
+    /// The prover of each device.
+    provers: Arc<Provers>,
     pool: Pool,
     pces: Arc<Cache<ShapeId, Pce>>,
     params: Arc<Cache<ParamsRef, Parameters<Bls12>>>,
@@ -171,6 +175,83 @@ fn backend_host_bytes(counts: ShapeCounts, prover: &dyn Prover, n: u64, vars: u6
     }
 }
 
+/// The prover of each device: one CUDA prover per GPU, or one prover shared
+/// by every device.
+pub(crate) struct Provers {
+    first: Arc<dyn Prover>,
+    by_device: Vec<(usize, Arc<dyn Prover>)>,
+}
+
+impl Provers {
+    fn one(prover: Arc<dyn Prover>) -> Self {
+        Provers {
+            first: prover,
+            by_device: Vec::new(),
+        }
+    }
+
+    /// The prover of device `ordinal`.
+    pub(crate) fn get(&self, ordinal: usize) -> &Arc<dyn Prover> {
+        self.by_device
+            .iter()
+            .find(|(o, _)| *o == ordinal)
+            .map_or(&self.first, |(_, p)| p)
+    }
+}
+
+/// A CUDA prover and a device spec for every GPU the config selects (all
+/// the driver sees, or `only`'s ordinals); the reason when there is none.
+fn open_gpus(
+    config: &EngineConfig,
+    only: Option<&[DeviceSpec]>,
+) -> std::result::Result<(Provers, Vec<DeviceSpec>), String> {
+    let found = cuzk_gpu_sched::discover().map_err(|e| e.to_string())?;
+    if found.is_empty() {
+        return Err("the CUDA driver sees no GPU (or is not installed)".into());
+    }
+    let wanted = |ordinal: usize| {
+        only.is_none_or(|d| d.iter().any(|s| s.ordinal == ordinal))
+            && config.gpus.as_ref().is_none_or(|g| g.contains(&ordinal))
+    };
+    if let Some(g) = &config.gpus
+        && let Some(missing) = g.iter().find(|o| !found.iter().any(|d| d.ordinal == **o))
+    {
+        return Err(format!(
+            "gpus names GPU {missing}, but the driver sees {} (numbered from 0)",
+            found.len()
+        ));
+    }
+    let options = GpuOptions {
+        params: match config.gpu_params {
+            GpuParams::Auto => ParamsPlacement::Auto,
+            GpuParams::Resident => ParamsPlacement::Resident,
+            GpuParams::Streamed => ParamsPlacement::Streamed,
+        },
+        ..GpuOptions::default()
+    };
+    let mut by_device = Vec::new();
+    let mut specs = Vec::new();
+    for info in found.iter().filter(|d| wanted(d.ordinal)) {
+        let prover = GpuProver::with_options(info.ordinal, options)
+            .map_err(|e| format!("GPU {} ({}): {e}", info.ordinal, info.name))?;
+        by_device.push((info.ordinal, Arc::new(prover) as Arc<dyn Prover>));
+        specs.push(
+            only.and_then(|d| d.iter().find(|s| s.ordinal == info.ordinal).copied())
+                .unwrap_or(DeviceSpec::from(info)),
+        );
+    }
+    let Some((_, first)) = by_device.first() else {
+        return Err("no GPU is left after the gpus setting and the requested devices".into());
+    };
+    Ok((
+        Provers {
+            first: Arc::clone(first),
+            by_device,
+        },
+        specs,
+    ))
+}
+
 /// Builds an [`Engine`] with a given prover and devices (the GPU backend
 /// plugs in here).
 pub struct EngineBuilder {
@@ -219,28 +300,27 @@ impl EngineBuilder {
             prover,
             devices,
         } = self;
-        let prover: Arc<dyn Prover> = match (prover, config.backend) {
-            (Some(p), _) => p,
-            (None, Backend::Gpu) => {
-                return Err(EngineError::BackendUnavailable {
-                    backend: "gpu",
-                    reason: "this build has no CUDA prover yet; use backend = \"cpu\" or \"auto\""
-                        .into(),
-                });
-            }
-            (None, Backend::Auto) => {
-                if let Ok(gpus) = cuzk_gpu_sched::discover()
-                    && !gpus.is_empty()
-                {
-                    tracing::warn!(
-                        gpus = gpus.len(),
-                        "GPUs found, but this build has no CUDA prover: proving on the CPU"
-                    );
+        let (provers, devices) = match (prover, config.backend) {
+            (Some(p), _) => (Provers::one(p), devices),
+            (None, Backend::Cpu) => (Provers::one(Arc::new(CpuProver)), devices),
+            (None, Backend::Gpu) => match open_gpus(&config, devices.as_deref()) {
+                Ok((provers, devices)) => (provers, Some(devices)),
+                Err(reason) => {
+                    return Err(EngineError::BackendUnavailable {
+                        backend: "gpu",
+                        reason,
+                    });
                 }
-                Arc::new(CpuProver)
-            }
-            (None, Backend::Cpu) => Arc::new(CpuProver),
+            },
+            (None, Backend::Auto) => match open_gpus(&config, devices.as_deref()) {
+                Ok((provers, devices)) => (provers, Some(devices)),
+                Err(reason) => {
+                    tracing::info!(%reason, "no usable GPU: proving on the CPU");
+                    (Provers::one(Arc::new(CpuProver)), devices)
+                }
+            },
         };
+        let prover = Arc::clone(&provers.first);
         let gpu_mode = devices.is_some();
         let devices = devices.unwrap_or_else(|| {
             vec![DeviceSpec {
@@ -268,9 +348,14 @@ impl EngineBuilder {
         )?;
         let synthesis = positive(
             "synthesis_concurrency",
-            config
-                .synthesis_concurrency
-                .or_else(|| if gpu_mode { 2 } else { 1 }),
+            config.synthesis_concurrency.or_else(|| {
+                if gpu_mode {
+                    let cores = thread::available_parallelism().map_or(4, |n| n.get());
+                    (cores / 2).max(2)
+                } else {
+                    1
+                }
+            }),
         )?;
         let bound = positive(
             "dispatch_bound",
@@ -333,6 +418,7 @@ impl EngineBuilder {
             budget,
             timeline: Arc::new(Timeline::new(config.timeline_capacity)),
             prover,
+            provers: Arc::new(provers),
             pool,
             pces,
             params,

@@ -298,7 +298,7 @@ pub(super) fn synthesize(
         partition,
         pce,
         params,
-        prover: Arc::clone(&shared.prover),
+        provers: Arc::clone(&shared.provers),
         timeline: Arc::clone(&shared.timeline),
         witness,
         ws,
