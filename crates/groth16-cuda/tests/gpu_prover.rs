@@ -198,9 +198,14 @@ fn gpu_stages_are_timed_with_events() {
     );
     let gpu_total: std::time::Duration = out.timings.gpu().iter().map(|(_, d)| *d).sum();
     assert!(gpu_total > std::time::Duration::ZERO);
-    // GPU time cannot exceed the wall time of the proof by much (events are
-    // recorded inside the timed stages).
-    assert!(gpu_total <= out.timings.total() + std::time::Duration::from_millis(5));
+    // The H and MSM stages did work; the event pairs are in stream order.
+    // (GPU time is not compared with wall time: other tests of this binary
+    // share the GPU's stream, so their work can fall between two events.)
+    for (stage, d) in out.timings.gpu() {
+        if stage.starts_with("msm") || *stage == "h (ntt)" {
+            assert!(*d > std::time::Duration::ZERO, "{stage}: {d:?}");
+        }
+    }
 }
 
 /// Asking for more device memory than the GPU has is an error naming the
