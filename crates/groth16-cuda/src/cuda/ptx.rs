@@ -52,6 +52,7 @@ pub static MODULES: &[PtxModule] = &[
     embed!("msm_g1"),
     embed!("msm_g2"),
     embed!("ntt"),
+    embed!("setup"),
     embed!("spmv"),
 ];
 
