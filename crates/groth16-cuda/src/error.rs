@@ -134,6 +134,38 @@ pub enum Groth16Error {
         free: u64,
         total: u64,
     },
+
+    /// Parameter generation was given toxic waste it cannot use.
+    #[error("cannot generate parameters from this toxic waste: {what}")]
+    DegenerateToxicWaste { what: &'static str },
+
+    /// Parameter generation: an aux variable appears in no constraint (with
+    /// a nonzero coefficient), so its L point would be the identity.
+    #[error(
+        "aux variable {index} is unconstrained: no constraint uses it with a nonzero \
+         coefficient, so its L query point would be the identity (bellperson's generator \
+         refuses such a circuit with UnconstrainedVariable)"
+    )]
+    UnconstrainedVariable { index: usize },
+
+    /// Parameter generation was asked for a fixed-base window it cannot use.
+    #[error("a fixed-base window of {bits} bits is out of range: use {min} to {max} bits")]
+    SetupWindow { bits: u32, min: u32, max: u32 },
+
+    /// Parameter generation was given a PCE whose matrices do not fit together.
+    #[error("cannot generate parameters: the PCE's {matrix} matrix is malformed: {detail}")]
+    SetupPce { matrix: &'static str, detail: String },
+
+    /// A parameter section would hold more points than the format's u32 count.
+    #[error("the {section} section would hold {points} points, more than the format's 2^32 - 1")]
+    SetupTooLarge { section: &'static str, points: usize },
+
+    /// Fixed-base multiplication gave the identity for a nonzero scalar.
+    #[error(
+        "point {index} of the {query} query came out as the identity although its scalar is not \
+         zero: the fixed-base multiplication is broken"
+    )]
+    SetupIdentity { query: &'static str, index: usize },
 }
 
 /// `Result` with [`Groth16Error`].

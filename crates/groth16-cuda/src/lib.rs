@@ -20,13 +20,19 @@ pub mod msm;
 pub mod ntt;
 pub mod params;
 pub mod prover;
+pub mod setup;
+pub mod spmv;
 
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};
 pub use gpu::{GpuOptions, GpuProver, ParamsPlacement, params_device_bytes};
 pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 pub use ntt::{GpuNtt, HBuffers, Upload};
+pub use spmv::{DevicePce, GpuSpmv, PceShapeKey};
 pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};
+pub use setup::{
+    SetupBackend, SetupOptions, SetupReport, ToxicWaste, generate_parameters_file, write_parameters,
+};
 pub use prover::{
     AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged, assemble,
 };

@@ -52,6 +52,8 @@ pub static MODULES: &[PtxModule] = &[
     embed!("msm_g1"),
     embed!("msm_g2"),
     embed!("ntt"),
+    embed!("setup"),
+    embed!("spmv"),
 ];
 
 /// The embedded module called `name`.

@@ -1,0 +1,29 @@
+//! Filecoin's circuits proved through the cuzk engine: PoRep commit phase 2
+//! from a C1 output, WinningPoSt and WindowPoSt from vanilla proofs, and
+//! SnapDeals (empty sector update) from its vanilla partition proofs.
+//!
+//! The circuits, public inputs and proof layout are storage-proofs' own
+//! (`CompoundProof::circuit` for each partition, proofs concatenated as
+//! `MultiProof::write`), so filecoin-proofs' verifiers accept the result;
+//! only the Groth16 proving runs on [`cuzk_engine::Engine`], on whichever
+//! backend it has. With the same (r, s), every partition proof is byte for
+//! byte bellperson's.
+//!
+//! filecoin-proofs and storage-proofs are used with their GPU features off:
+//! this crate must never make them load OpenCL or CUDA code of their own.
+//! Parameters follow filecoin-proofs' cache conventions ([`params`]);
+//! seeded test parameters are generated only into directories the caller
+//! names, never the production cache.
+
+pub mod error;
+pub mod params;
+pub mod porep;
+pub mod prove;
+pub mod sector;
+pub mod testing;
+
+pub use error::{FilecoinError, Result};
+pub use params::ParamFiles;
+pub use porep::{C1Output, C2Proof};
+pub use prove::{Partitions, proofs_from_bytes, proofs_to_bytes};
+pub use sector::{PostKind, PostProof, SealProof, SealVersion, SectorSize};

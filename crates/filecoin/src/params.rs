@@ -1,0 +1,145 @@
+//! Groth16 parameters under filecoin-proofs' conventions: one directory
+//! (`FIL_PROOFS_PARAMETER_CACHE`, default `/var/tmp/filecoin-proof-parameters`)
+//! holding `v28-<circuit id>.params`, `.vk` and `.meta` per circuit, where the
+//! circuit id is storage-proofs' `cache_identifier` (a hash of the circuit's
+//! public parameters).
+//!
+//! Test parameters ([`generate`]) are made with a seeded RNG by bellperson's
+//! own generator and written under these names into a directory the caller
+//! chooses (never the production default), so filecoin-proofs' own
+//! verifiers find them there when `FIL_PROOFS_PARAMETER_CACHE` points at it.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bellperson::Circuit;
+use bellperson::groth16::{self, Parameters, PreparedVerifyingKey, VerifyingKey};
+use blstrs::{Bls12, Scalar};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use storage_proofs_core::parameter_cache::{
+    ParameterSetMetadata, metadata_id, parameter_id, verifying_key_id,
+};
+
+use crate::error::{FilecoinError, Result};
+
+/// The production parameter directory: filecoin-proofs' setting, from
+/// `FIL_PROOFS_PARAMETER_CACHE` (read once per process).
+pub fn default_dir() -> PathBuf {
+    PathBuf::from(&storage_proofs_core::settings::SETTINGS.parameter_cache)
+}
+
+/// The files of one circuit's parameters in a parameter directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamFiles {
+    /// storage-proofs' cache identifier, e.g.
+    /// `stacked-proof-of-replication-merkletree-poseidon_hasher-8-0-0-sha256_hasher-<hash>`.
+    pub id: String,
+    pub params: PathBuf,
+    pub vk: PathBuf,
+    pub meta: PathBuf,
+}
+
+impl ParamFiles {
+    /// The files for circuit `id` in `dir`.
+    pub fn new(dir: &Path, id: String) -> ParamFiles {
+        ParamFiles {
+            params: dir.join(parameter_id(&id)),
+            vk: dir.join(verifying_key_id(&id)),
+            meta: dir.join(metadata_id(&id)),
+            id,
+        }
+    }
+
+    /// The `.params` file, or a clear error when it is not there.
+    pub fn existing_params(&self) -> Result<&Path> {
+        if self.params.is_file() {
+            Ok(&self.params)
+        } else {
+            Err(FilecoinError::ParamsMissing {
+                what: "Groth16 parameters",
+                path: self.params.clone(),
+            })
+        }
+    }
+
+    /// Reads the verifying key (`.vk`, or the start of `.params` when
+    /// there is no `.vk`) and prepares it.
+    pub fn prepared_vk(&self) -> Result<PreparedVerifyingKey<Bls12>> {
+        let vk = if self.vk.is_file() {
+            let bytes = fs::read(&self.vk).map_err(|source| FilecoinError::Io {
+                path: self.vk.clone(),
+                source,
+            })?;
+            VerifyingKey::<Bls12>::read(&bytes[..]).map_err(|e| FilecoinError::BadInput {
+                what: "verifying key file",
+                detail: format!("{}: {e}", self.vk.display()),
+            })?
+        } else if self.params.is_file() {
+            cuzk_groth16_cuda::read_verifying_key(&self.params).map_err(|e| {
+                FilecoinError::BadInput {
+                    what: "parameter file",
+                    detail: e.to_string(),
+                }
+            })?
+        } else {
+            return Err(FilecoinError::ParamsMissing {
+                what: "verifying key",
+                path: self.vk.clone(),
+            });
+        };
+        Ok(groth16::prepare_verifying_key(&vk))
+    }
+}
+
+/// Makes test parameters for `blank` (the circuit with no values) with a
+/// ChaCha20 RNG seeded by `seed`, and writes `.params`, `.vk` and `.meta`
+/// atomically under `files`. Does nothing when the three files exist: the
+/// names are keyed by the circuit's identifier, so a directory per seed is
+/// a cache keyed by content. Returns whether it generated.
+///
+/// These parameters come from a known seed: they prove nothing to anyone
+/// else. Use them for tests and benchmarks only, in a directory of their
+/// own.
+pub fn generate<C, P>(files: &ParamFiles, blank: C, pub_params: &P, seed: u64) -> Result<bool>
+where
+    C: Circuit<Scalar>,
+    P: ParameterSetMetadata,
+{
+    if files.params.is_file() && files.vk.is_file() && files.meta.is_file() {
+        return Ok(false);
+    }
+    if let Some(dir) = files.params.parent() {
+        fs::create_dir_all(dir).map_err(|source| FilecoinError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    let start = Instant::now();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let params: Parameters<Bls12> =
+        groth16::generate_random_parameters(blank, &mut rng).map_err(|e| {
+            FilecoinError::Proofs {
+                context: "generating test parameters",
+                message: e.to_string(),
+            }
+        })?;
+    tracing::info!(id = %files.id, elapsed = ?start.elapsed(), "generated test parameters");
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |e: cuzk_groth16_cuda::Groth16Error| FilecoinError::BadInput {
+            what: "parameter cache",
+            detail: format!("writing {}: {e}", path.display()),
+        }
+    };
+    cuzk_groth16_cuda::write_atomically(&files.vk, |w| params.vk.write(w))
+        .map_err(io(&files.vk))?;
+    let meta = format!("{{\"sector_size\":{}}}", pub_params.sector_size());
+    cuzk_groth16_cuda::write_atomically(&files.meta, |w| w.write_all(meta.as_bytes()))
+        .map_err(io(&files.meta))?;
+    // The .params file last: its presence means the set is complete.
+    cuzk_groth16_cuda::write_params(&files.params, &params).map_err(io(&files.params))?;
+    Ok(true)
+}

@@ -1,0 +1,449 @@
+//! PoRep commit phase 2: from the output of commit phase 1 (C1: the
+//! vanilla proofs, as JSON) to the multi-partition SNARK that
+//! filecoin-proofs' `verify_seal` accepts.
+//!
+//! Everything here mirrors `filecoin_proofs::seal_commit_phase2_circuit_proofs`:
+//! the same public parameters (`setup_params`), public inputs, partition
+//! circuits (`StackedCompound::circuit`) and byte layout (`MultiProof::write`);
+//! only the Groth16 proving goes through the engine instead of bellperson.
+
+use std::path::Path;
+
+use bellperson::groth16::Proof;
+use blstrs::{Bls12, Scalar};
+use cuzk_engine::{Engine, Priority};
+use filecoin_proofs::constants::{
+    DefaultPieceHasher, SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
+};
+use filecoin_proofs::{PoRepConfig, SealCommitPhase1Output, as_safe_commitment};
+use serde_json::Value;
+use storage_proofs_core::api_version::ApiFeature;
+use storage_proofs_core::compound_proof::{self, CompoundProof};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::multi_proof::MultiProof;
+use storage_proofs_core::parameter_cache::CacheableParameters;
+use storage_proofs_core::proof::ProofScheme;
+use storage_proofs_porep::stacked::{
+    self, ChallengeRequirements, StackedCircuit, StackedCompound, StackedDrg, Tau,
+};
+
+use crate::error::{FilecoinError, Result};
+use crate::params::{self, ParamFiles};
+use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::sector::{SealProof, SealVersion, SectorSize, Shape};
+
+/// The circuit of one PoRep partition.
+pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
+
+type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
+
+/// A parsed C1 output and the registered proof it is proved for.
+#[derive(Debug)]
+pub struct C1Output {
+    proof: SealProof,
+    inner: C1Any,
+}
+
+#[derive(Debug)]
+enum C1Any {
+    Base(SealCommitPhase1Output<SectorShapeBase>),
+    Sub2(SealCommitPhase1Output<SectorShapeSub2>),
+    Sub8(SealCommitPhase1Output<SectorShapeSub8>),
+    Top2(SealCommitPhase1Output<SectorShapeTop2>),
+}
+
+/// Runs `$body` with `$c1` bound to the typed C1 output, whatever its tree.
+macro_rules! with_c1 {
+    ($any:expr, $c1:ident => $body:expr) => {
+        match $any {
+            C1Any::Base($c1) => $body,
+            C1Any::Sub2($c1) => $body,
+            C1Any::Sub8($c1) => $body,
+            C1Any::Top2($c1) => $body,
+        }
+    };
+}
+
+/// Runs `$f::<Tree>($args)` with the tree type of sector size `$size`.
+macro_rules! with_tree {
+    ($size:expr, $f:ident($($args:expr),*)) => {
+        match $size.shape() {
+            Shape::Base => $f::<SectorShapeBase>($($args),*),
+            Shape::Sub2 => $f::<SectorShapeSub2>($($args),*),
+            Shape::Sub8 => $f::<SectorShapeSub8>($($args),*),
+            Shape::Top2 => $f::<SectorShapeTop2>($($args),*),
+        }
+    };
+}
+
+/// The C2 proof: partition proofs and their bytes as filecoin-proofs
+/// writes them.
+#[derive(Debug, Clone)]
+pub struct C2Proof {
+    pub proofs: Vec<Proof<Bls12>>,
+    pub bytes: Vec<u8>,
+}
+
+const WHAT: &str = "C1 output";
+
+impl C1Output {
+    /// Parses a C1 output: filecoin-proofs' `SealCommitPhase1Output` as
+    /// JSON, or filecoin-proofs-api's (with `registered_proof` and the
+    /// vanilla proofs under their proof type's name).
+    ///
+    /// The sector size is read from the proofs themselves (the depth of the
+    /// comm_d inclusion paths); `proof` names the registered proof when the
+    /// file does not (default: `StackedDrg<size>V1_1`), and a C1 of another
+    /// sector size than `proof` is refused.
+    pub fn from_json(bytes: &[u8], proof: Option<SealProof>) -> Result<C1Output> {
+        let mut value: Value =
+            serde_json::from_slice(bytes).map_err(|e| FilecoinError::json(WHAT, e))?;
+        let bad = |detail: String| FilecoinError::BadInput { what: WHAT, detail };
+        let obj = value
+            .as_object_mut()
+            .ok_or_else(|| bad("expected a JSON object".into()))?;
+        let registered = match obj.get("registered_proof") {
+            None => None,
+            Some(Value::String(name)) => Some(name.parse::<SealProof>()?),
+            Some(other) => return Err(bad(format!("registered_proof is {other}, not a name"))),
+        };
+        let vanilla = obj
+            .get_mut("vanilla_proofs")
+            .ok_or_else(|| bad("it has no `vanilla_proofs`".into()))?;
+        // filecoin-proofs-api: {"StackedDrg2KiBV1": [[...]]}.
+        if let Value::Object(map) = vanilla {
+            let single = map.len() == 1;
+            let inner = match map.values_mut().next() {
+                Some(v) if single => v.take(),
+                _ => {
+                    return Err(bad(
+                        "`vanilla_proofs` is an object but not {\"<proof type>\": [...]}".into(),
+                    ));
+                }
+            };
+            *vanilla = inner;
+        }
+        let found = sector_size_of(vanilla)?;
+        let proof = match (proof, registered) {
+            (Some(asked), Some(named)) if asked != named => {
+                return Err(bad(format!(
+                    "the file says it is a {named} C1 but {asked} was asked for"
+                )));
+            }
+            (Some(p), _) | (None, Some(p)) => p,
+            (None, None) => SealProof::v1_1(found),
+        };
+        if proof.sector_size != found {
+            return Err(FilecoinError::SectorSizeMismatch {
+                what: WHAT,
+                expected: proof.sector_size,
+                found,
+            });
+        }
+        if proof.version == SealVersion::V1_2NonInteractivePoRep {
+            return Err(bad(format!(
+                "{proof} is non-interactive PoRep, whose C2 is an aggregate proof; \
+                 cuzk proves interactive PoRep C2 only"
+            )));
+        }
+        let typed = |v: Value| -> Result<C1Any> {
+            let de = |e| FilecoinError::json(WHAT, e);
+            Ok(match proof.sector_size.shape() {
+                Shape::Base => C1Any::Base(serde_json::from_value(v).map_err(de)?),
+                Shape::Sub2 => C1Any::Sub2(serde_json::from_value(v).map_err(de)?),
+                Shape::Sub8 => C1Any::Sub8(serde_json::from_value(v).map_err(de)?),
+                Shape::Top2 => C1Any::Top2(serde_json::from_value(v).map_err(de)?),
+            })
+        };
+        let out = C1Output {
+            proof,
+            inner: typed(value)?,
+        };
+        with_c1!(&out.inner, c1 => check_c1(c1, proof))?;
+        Ok(out)
+    }
+
+    /// Reads and parses a C1 file (see [`C1Output::from_json`]).
+    pub fn from_file(path: &Path, proof: Option<SealProof>) -> Result<C1Output> {
+        let bytes = std::fs::read(path).map_err(|source| FilecoinError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        C1Output::from_json(&bytes, proof)
+    }
+
+    pub fn proof(&self) -> SealProof {
+        self.proof
+    }
+
+    pub fn sector_size(&self) -> SectorSize {
+        self.proof.sector_size
+    }
+
+    /// Partitions of the C2 proof.
+    pub fn partitions(&self) -> usize {
+        with_c1!(&self.inner, c1 => c1.vanilla_proofs.len())
+    }
+
+    /// Checks the vanilla proofs against the C1's own public inputs
+    /// (comm_r, comm_d, replica id, seed) with storage-proofs' verifier:
+    /// an altered C1 is refused here, before any SNARK work.
+    pub fn check_vanilla(&self) -> Result<()> {
+        with_c1!(&self.inner, c1 => check_vanilla(c1, self.proof))
+    }
+
+    /// Proves C2 through `engine` with the parameters in `param_dir`
+    /// (see [`crate::params`]); `randomness` fixes (r, s) per partition.
+    pub fn prove(
+        &self,
+        engine: &Engine,
+        param_dir: &Path,
+        randomness: Option<Vec<(Scalar, Scalar)>>,
+    ) -> Result<C2Proof> {
+        let proofs = with_c1!(&self.inner, c1 => {
+            partitions(c1, self.proof, param_dir)?.prove(engine, randomness)?
+        });
+        let bytes = proofs_to_bytes(&proofs);
+        Ok(C2Proof { proofs, bytes })
+    }
+
+    /// The parameter files of this C1's circuit in `param_dir`.
+    pub fn param_files(&self, param_dir: &Path) -> Result<ParamFiles> {
+        with_tree!(self.sector_size(), param_files(self.proof, param_dir))
+    }
+
+    /// Verifies C2 proof bytes against this C1's public inputs with
+    /// storage-proofs' `StackedCompound::verify`, as `verify_seal` does
+    /// after deriving the replica id (here it comes from the C1), with the
+    /// verifying key from `param_dir`.
+    pub fn verify(&self, param_dir: &Path, proof: &[u8]) -> Result<bool> {
+        with_c1!(&self.inner, c1 => verify(c1, self.proof, param_dir, proof))
+    }
+
+    /// comm_r, comm_d, seed and ticket, as in the file.
+    pub fn commitments(&self) -> ([u8; 32], [u8; 32], [u8; 32], [u8; 32]) {
+        with_c1!(&self.inner, c1 => (c1.comm_r, c1.comm_d, c1.seed, c1.ticket))
+    }
+}
+
+/// The sector size of a C1's vanilla proofs: the comm_d tree is binary over
+/// the sector's 32-byte nodes, so its inclusion paths have log2(nodes)
+/// levels.
+fn sector_size_of(vanilla: &Value) -> Result<SectorSize> {
+    let bad = |detail: &str| FilecoinError::BadInput {
+        what: WHAT,
+        detail: detail.to_owned(),
+    };
+    let first = vanilla
+        .get(0)
+        .and_then(|p| p.get(0))
+        .ok_or_else(|| bad("`vanilla_proofs` holds no proofs"))?;
+    let levels = first
+        .pointer("/comm_d_proofs/data/Single/path/path")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("its first vanilla proof has no comm_d inclusion path"))?
+        .len();
+    if levels == 0 || levels > 40 {
+        return Err(bad(&format!(
+            "its comm_d inclusion path has {levels} levels"
+        )));
+    }
+    SectorSize::new(32u64 << levels)
+}
+
+/// The checks `seal_commit_phase2` makes before proving.
+fn check_c1<Tree: 'static + MerkleTreeTrait>(
+    c1: &SealCommitPhase1Output<Tree>,
+    proof: SealProof,
+) -> Result<()> {
+    let bad = |detail: &str| FilecoinError::BadInput {
+        what: WHAT,
+        detail: detail.to_owned(),
+    };
+    if c1.comm_d == [0; 32] {
+        return Err(bad("comm_d is all zeros"));
+    }
+    if c1.comm_r == [0; 32] {
+        return Err(bad("comm_r is all zeros"));
+    }
+    if c1.seed == [0; 32] {
+        return Err(bad("the challenge seed is all zeros"));
+    }
+    if c1.vanilla_proofs.iter().any(Vec::is_empty) {
+        return Err(bad("a partition has no vanilla proofs"));
+    }
+    let config = proof.config()?;
+    let expected = usize::from(config.partitions);
+    if c1.vanilla_proofs.len() != expected {
+        return Err(FilecoinError::PartitionCount {
+            what: WHAT,
+            proof: proof.to_string(),
+            expected,
+            found: c1.vanilla_proofs.len(),
+        });
+    }
+    Ok(())
+}
+
+type PubParams<'a, Tree> =
+    compound_proof::PublicParams<'a, StackedDrg<'a, Tree, DefaultPieceHasher>>;
+type PubInputs<'a, Tree> =
+    <StackedDrg<'a, Tree, DefaultPieceHasher> as ProofScheme<'a>>::PublicInputs;
+
+/// Public parameters and inputs exactly as `seal_commit_phase2` makes them.
+fn setup<'a, Tree: 'static + MerkleTreeTrait>(
+    config: &PoRepConfig,
+    c1: Option<&SealCommitPhase1Output<Tree>>,
+) -> Result<(PubParams<'a, Tree>, Option<PubInputs<'a, Tree>>)> {
+    let setup = compound_proof::SetupParams {
+        vanilla_params: filecoin_proofs::parameters::setup_params(config)
+            .map_err(FilecoinError::proofs("PoRep setup parameters"))?,
+        partitions: Some(usize::from(config.partitions)),
+        priority: false,
+    };
+    let pub_params =
+        <Compound<Tree> as CompoundProof<'_, StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::setup(
+            &setup,
+        )
+        .map_err(FilecoinError::proofs("PoRep public parameters"))?;
+    let pub_inputs = match c1 {
+        None => None,
+        Some(c1) => Some(stacked::PublicInputs {
+            replica_id: c1.replica_id,
+            tau: Some(Tau {
+                comm_d: as_safe_commitment(&c1.comm_d, "comm_d")
+                    .map_err(FilecoinError::proofs("C1 output"))?,
+                comm_r: as_safe_commitment(&c1.comm_r, "comm_r")
+                    .map_err(FilecoinError::proofs("C1 output"))?,
+            }),
+            k: None,
+            seed: Some(c1.seed),
+        }),
+    };
+    Ok((pub_params, pub_inputs))
+}
+
+fn param_files<Tree: 'static + MerkleTreeTrait>(
+    proof: SealProof,
+    dir: &Path,
+) -> Result<ParamFiles> {
+    let config = proof.config()?;
+    let (pub_params, _) = setup::<Tree>(&config, None)?;
+    let id = <Compound<Tree> as CacheableParameters<PoRepCircuit<Tree>, _>>::cache_identifier(
+        &pub_params.vanilla_params,
+    );
+    Ok(ParamFiles::new(dir, id))
+}
+
+/// The partition circuits of a typed C1, as `seal_commit_phase2` builds
+/// them, with the parameter files they need in `param_dir`.
+pub fn partitions<Tree: 'static + MerkleTreeTrait>(
+    c1: &SealCommitPhase1Output<Tree>,
+    proof: SealProof,
+    param_dir: &Path,
+) -> Result<Partitions<PoRepCircuit<Tree>>> {
+    check_c1(c1, proof)?;
+    let config = proof.config()?;
+    let (pub_params, pub_inputs) = setup::<Tree>(&config, Some(c1))?;
+    let pub_inputs = pub_inputs.ok_or(FilecoinError::Proofs {
+        context: "PoRep",
+        message: "no public inputs".into(),
+    })?;
+    let circuits = compound_circuits::<_, _, Compound<Tree>>(
+        &pub_inputs,
+        &c1.vanilla_proofs,
+        &pub_params.vanilla_params,
+    )?;
+    Ok(Partitions {
+        label: format!("PoRep C2 {proof}"),
+        params: param_files::<Tree>(proof, param_dir)?,
+        circuits,
+        priority: Priority::Normal,
+    })
+}
+
+fn check_vanilla<Tree: 'static + MerkleTreeTrait>(
+    c1: &SealCommitPhase1Output<Tree>,
+    proof: SealProof,
+) -> Result<()> {
+    let config = proof.config()?;
+    let (pub_params, pub_inputs) = setup::<Tree>(&config, Some(c1))?;
+    let Some(pub_inputs) = pub_inputs else {
+        return Ok(());
+    };
+    let ok = StackedDrg::<Tree, DefaultPieceHasher>::verify_all_partitions(
+        &pub_params.vanilla_params,
+        &pub_inputs,
+        &c1.vanilla_proofs,
+    )
+    .map_err(FilecoinError::proofs("checking the C1's vanilla proofs"))?;
+    if ok {
+        Ok(())
+    } else {
+        Err(FilecoinError::BadInput {
+            what: WHAT,
+            detail: format!(
+                "its vanilla proofs do not verify against its own comm_r, comm_d, replica id \
+                 and seed (altered, or not a {proof} C1)"
+            ),
+        })
+    }
+}
+
+fn verify<Tree: 'static + MerkleTreeTrait>(
+    c1: &SealCommitPhase1Output<Tree>,
+    proof: SealProof,
+    param_dir: &Path,
+    bytes: &[u8],
+) -> Result<bool> {
+    let config = proof.config()?;
+    if config.feature_enabled(ApiFeature::NonInteractivePoRep) {
+        return Err(FilecoinError::BadInput {
+            what: "proof type",
+            detail: "non-interactive PoRep proofs are aggregates; not supported".into(),
+        });
+    }
+    let (pub_params, pub_inputs) = setup::<Tree>(&config, Some(c1))?;
+    let Some(pub_inputs) = pub_inputs else {
+        return Ok(false);
+    };
+    let pvk = param_files::<Tree>(proof, param_dir)?.prepared_vk()?;
+    let proofs = proofs_from_bytes(
+        &format!("PoRep C2 {proof}"),
+        bytes,
+        usize::from(config.partitions),
+    )?;
+    let multi = MultiProof::new(proofs, &pvk);
+    <Compound<Tree> as CompoundProof<'_, StackedDrg<'_, Tree, DefaultPieceHasher>, _>>::verify(
+        &pub_params,
+        &pub_inputs,
+        &multi,
+        &ChallengeRequirements {
+            minimum_challenges: config.minimum_challenges(),
+        },
+    )
+    .map_err(FilecoinError::proofs("verifying the PoRep C2 proof"))
+}
+
+/// Generates seeded test parameters for `proof`'s circuit into `param_dir`
+/// unless they are there (see [`params::generate`]); returns whether it
+/// generated.
+pub fn generate_test_params(proof: SealProof, param_dir: &Path, seed: u64) -> Result<bool> {
+    with_tree!(proof.sector_size, generate_for(proof, param_dir, seed))
+}
+
+fn generate_for<Tree: 'static + MerkleTreeTrait>(
+    proof: SealProof,
+    dir: &Path,
+    seed: u64,
+) -> Result<bool> {
+    let config = proof.config()?;
+    let (pub_params, _) = setup::<Tree>(&config, None)?;
+    let files = param_files::<Tree>(proof, dir)?;
+    let blank = <Compound<Tree> as CompoundProof<
+        '_,
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::blank_circuit(&pub_params.vanilla_params);
+    params::generate(&files, blank, &pub_params.vanilla_params, seed)
+}

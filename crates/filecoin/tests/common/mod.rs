@@ -1,0 +1,90 @@
+//! Shared by the Filecoin tests: test-only parameter and parent caches
+//! under the target directory (never the production paths), one engine,
+//! and one sealed 2 KiB sector per test binary.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use blstrs::Scalar;
+use cuzk_engine::{Backend, Engine, EngineConfig};
+use cuzk_filecoin::testing::{self, SealedSector};
+use cuzk_filecoin::{SealProof, SectorSize};
+use ff::Field;
+use filecoin_proofs::SectorShape2KiB;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+/// Seed of the test parameters: a directory per seed, so generated
+/// parameters are reused by later runs (the file names are keyed by the
+/// circuit's identifier).
+pub const PARAM_SEED: u64 = 0x5EED_F11E;
+
+/// `target/tmp/cuzk-filecoin`: kept between runs, outside every production
+/// path.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-filecoin")
+}
+
+/// Points filecoin-proofs' parameter and parent caches at test directories
+/// (once, before anything reads its settings) and returns the parameter
+/// directory.
+pub fn init() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let params = root().join(format!("params-seed-{PARAM_SEED:x}"));
+        let parents = root().join("parents");
+        std::fs::create_dir_all(&params).unwrap();
+        std::fs::create_dir_all(&parents).unwrap();
+        // SAFETY: set once, before any test of this binary calls into
+        // filecoin-proofs (every test calls `init` first and waits on this
+        // OnceLock); nothing else in these tests touches the environment.
+        unsafe {
+            std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &params);
+            std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
+        }
+        params
+    })
+}
+
+/// One engine for the binary (its PCE and parameter caches are shared):
+/// the GPU backend when the engine has one, else the CPU. Parameters are
+/// generated here, so the slow subgroup check is skipped.
+pub fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let config = EngineConfig {
+            backend: Backend::Auto,
+            params_subgroup_check: false,
+            ..EngineConfig::default()
+        };
+        Engine::new(config).unwrap()
+    })
+}
+
+/// A 2 KiB sector sealed with `StackedDrg2KiBV1_1` (once per binary).
+pub fn sealed_2kib() -> &'static SealedSector<SectorShape2KiB> {
+    static SEALED: OnceLock<SealedSector<SectorShape2KiB>> = OnceLock::new();
+    SEALED.get_or_init(|| {
+        init();
+        // One directory per test binary, replaced on every run.
+        let exe = std::env::current_exe().unwrap();
+        let name = exe.file_stem().unwrap().to_string_lossy().into_owned();
+        let dir = root().join(format!("sector-2kib-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let start = std::time::Instant::now();
+        let sealed = testing::seal(SealProof::v1_1(SectorSize::KIB2), &dir, 7).unwrap();
+        eprintln!("sealed a 2 KiB sector in {:.2?}", start.elapsed());
+        sealed
+    })
+}
+
+/// (r, s) per partition from a seed.
+pub fn randomness(partitions: usize, seed: u64) -> Vec<(Scalar, Scalar)> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    (0..partitions)
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .collect()
+}
