@@ -203,6 +203,10 @@ pub struct EngineConfig {
     /// Where the GPU backend keeps parameters: `auto`, `resident` or
     /// `streamed`.
     pub gpu_params: GpuParams,
+    /// Let the GPU backend compute a/b/c itself from the circuit's matrices
+    /// kept in device memory (only the witness crosses PCIe) when they fit;
+    /// false: a/b/c on the CPU, uploaded.
+    pub gpu_abc: bool,
     /// Spans the timeline keeps (the oldest are dropped beyond this).
     pub timeline_capacity: usize,
 }
@@ -221,6 +225,7 @@ impl Default for EngineConfig {
             device_memory_margin: ByteSize(1 << 30),
             gpus: None,
             gpu_params: GpuParams::Auto,
+            gpu_abc: true,
             timeline_capacity: 1 << 20,
         }
     }

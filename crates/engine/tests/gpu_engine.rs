@@ -1,7 +1,7 @@
 //! The engine on the GPU backend (`backend = "gpu"`): a multi-partition job
 //! on two workers per GPU gives proofs byte-identical to bellperson that
-//! verify, every kernel region ran on a GPU lane, and the memory budget
-//! returns to idle. Skips without a GPU (fails with CUZK_REQUIRE_GPU=1).
+//! verify, with a/b/c computed on the GPU and on the CPU, every kernel
+//! region ran on a GPU lane, and the memory budget returns to idle. Skips without a GPU (fails with CUZK_REQUIRE_GPU=1).
 
 mod common;
 
@@ -20,10 +20,17 @@ fn gpu_backend_jobs_are_byte_identical_to_bellperson() {
     let Some(_) = gpu_or_skip("gpu_backend_jobs_are_byte_identical_to_bellperson") else {
         return;
     };
+    for gpu_abc in [true, false] {
+        gpu_backend_job(gpu_abc);
+    }
+}
+
+fn gpu_backend_job(gpu_abc: bool) {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::new(EngineConfig {
         backend: Backend::Gpu,
         workers_per_device: Auto::Value(2),
+        gpu_abc,
         ..EngineConfig::default()
     })
     .unwrap();
@@ -56,9 +63,25 @@ fn gpu_backend_jobs_are_byte_identical_to_bellperson() {
             let witness = Witness::synthesize(builtin(spec, seed)).unwrap();
             assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
         }
-        eprintln!("{spec}: {} GPU partitions byte-identical", seeds.len());
+        eprintln!(
+            "{spec}: {} GPU partitions byte-identical (a/b/c on the {})",
+            seeds.len(),
+            if gpu_abc { "GPU" } else { "CPU" }
+        );
     }
-    let summary = engine.timeline().snapshot().summary();
+    let timeline = engine.timeline().snapshot();
+    let on_gpu = timeline
+        .spans
+        .iter()
+        .filter(|s| s.stage == "abc on gpu")
+        .count();
+    let spmv = timeline.spans.iter().filter(|s| s.stage == "spmv").count();
+    if gpu_abc {
+        assert_eq!((on_gpu, spmv), (12, 0));
+    } else {
+        assert_eq!((on_gpu, spmv), (0, 12));
+    }
+    let summary = timeline.summary();
     assert!(!summary.devices.is_empty());
     assert!(summary.devices.iter().all(|d| d.kernel_regions > 0));
     let stats = engine.stats();

@@ -27,6 +27,7 @@ use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
 use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine};
 use crate::ntt::GpuNtt;
 use crate::prover::{AbcInput, MsmResults, Prover, ProverInput, StageTimings, Staged};
+use crate::spmv::{DevicePce, GpuSpmv, PceShapeKey};
 use crate::{Bls12, Groth16Error, Result, check_params};
 
 /// Parameter bases resident on one GPU, kept while the parameter set lives.
@@ -83,6 +84,10 @@ pub struct GpuOptions {
     /// Variables per streamed MSM chunk (the bases of the used ones are on
     /// the device at once).
     pub stream_chunk: usize,
+    /// Given [`AbcInput::FromPce`], evaluate a/b/c on the GPU from a PCE
+    /// kept in device memory (uploaded once per shape) and check the
+    /// witness there, uploading only the witness; else on the CPU.
+    pub gpu_abc: bool,
 }
 
 impl Default for GpuOptions {
@@ -90,6 +95,7 @@ impl Default for GpuOptions {
         GpuOptions {
             params: ParamsPlacement::Auto,
             stream_chunk: 1 << 22,
+            gpu_abc: true,
         }
     }
 }
@@ -146,6 +152,9 @@ pub struct GpuProver {
     options: GpuOptions,
     ntt: GpuNtt,
     msm: GpuMsm,
+    spmv: GpuSpmv,
+    /// PCEs resident for GPU a/b/c, one per shape.
+    pces: Mutex<Vec<Arc<DevicePce>>>,
     params: Mutex<Vec<Arc<ResidentParams>>>,
     shapes: Mutex<Vec<Arc<ShapeDensities>>>,
 }
@@ -188,6 +197,8 @@ impl GpuProver {
             options,
             ntt: GpuNtt::new(gpu.clone()),
             msm: GpuMsm::new(gpu.clone()),
+            spmv: GpuSpmv::new(gpu.clone()),
+            pces: Mutex::new(Vec::new()),
             gpu,
             params: Mutex::new(Vec::new()),
             shapes: Mutex::new(Vec::new()),
@@ -281,6 +292,27 @@ impl GpuProver {
         Ok(acc)
     }
 
+    /// The shape's PCE on the device, uploaded now if needed.
+    fn device_pce(&self, pce: &Pce, key: &PceShapeKey) -> Result<Arc<DevicePce>> {
+        let mut cache = self.pces.lock().map_err(|_| poisoned())?;
+        if let Some(d) = cache.iter().find(|d| d.key() == key) {
+            return Ok(d.clone());
+        }
+        self.gpu.ensure_free(crate::spmv::device_bytes(pce), || {
+            "to keep the circuit's matrices (PCE) on the device".into()
+        })?;
+        let d = Arc::new(DevicePce::upload(&self.gpu, pce)?);
+        cache.push(d.clone());
+        Ok(d)
+    }
+
+    /// Drops the device PCEs no proof is using.
+    pub fn evict_pces(&self) {
+        if let Ok(mut cache) = self.pces.lock() {
+            cache.retain(|r| Arc::strong_count(r) > 1);
+        }
+    }
+
     /// Drops the device copies of every parameter set no proof is using.
     pub fn evict_params(&self) {
         if let Ok(mut cache) = self.params.lock() {
@@ -337,6 +369,48 @@ fn upload_padded(gpu: &Arc<Gpu>, v: &[Scalar], m: usize) -> Result<DeviceBuffer<
     Ok(buf)
 }
 
+impl GpuProver {
+    /// prepare with a/b/c evaluated on the GPU: upload the witness only,
+    /// SpMV against the resident PCE, and the satisfaction check there.
+    fn prepare_gpu_abc(
+        &self,
+        input: ProverInput<'_>,
+        timings: &mut StageTimings,
+    ) -> Result<Staged> {
+        let pce = input.pce;
+        let g = &self.gpu;
+        let key = timings.time("pce key", || PceShapeKey::of(pce));
+        let dpce = timings.time("pce upload", || self.device_pce(pce, &key))?;
+        let m = pce.domain_size();
+        g.ensure_free(staged_bytes(pce), || {
+            format!(
+                "staging a, b, c ({m} elements each) and the witness of a {}-constraint partition",
+                pce.num_constraints()
+            )
+        })?;
+        let mut clock = EventClock::start(g)?;
+        let w = timings.time("h2d", || -> Result<DeviceBuffer<Scalar>> {
+            let mut w = g.alloc_zeros::<Scalar>(pce.num_inputs + pce.num_aux)?;
+            w.copy_from_host_at(0, &input.witness.inputs)?;
+            w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
+            Ok(w)
+        })?;
+        clock.mark(g, "h2d")?;
+        let (a, b, c) = timings.time("spmv (gpu)", || self.spmv.evaluate(&dpce, &w, m))?;
+        clock.mark(g, "spmv")?;
+        let bad = timings.time("check (gpu)", || {
+            self.spmv.first_unsatisfied(&dpce, &a, &b, &c)
+        })?;
+        clock.mark(g, "check")?;
+        clock.finish(timings)?;
+        if let Some(index) = bad {
+            let path = pce.names.as_ref().and_then(|n| n.get(index).cloned());
+            return Err(cuzk_synth::SynthError::Unsatisfied { index, path }.into());
+        }
+        Ok(Staged::new(GpuStaged { a, b, c, w }))
+    }
+}
+
 /// Bytes prepare allocates: a, b, c over the domain and the witness.
 fn staged_bytes(pce: &Pce) -> u64 {
     (3 * pce.domain_size() as u64 + (pce.num_inputs + pce.num_aux) as u64) * 32
@@ -355,6 +429,23 @@ impl Prover for GpuProver {
         staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars))
     }
 
+    fn evaluates_abc(&self, pce: &Pce) -> bool {
+        if !self.options.gpu_abc {
+            return false;
+        }
+        let resident = self
+            .pces
+            .lock()
+            .map(|c| c.iter().any(|d| d.rows() == pce.num_constraints()))
+            .unwrap_or(false);
+        if resident {
+            return true;
+        }
+        // Fits beside two partitions' working memory.
+        let need = crate::spmv::device_bytes(pce) + 2 * self.device_bytes(pce);
+        self.gpu.mem_info().is_ok_and(|(free, _)| need <= free)
+    }
+
     fn prepare(
         &self,
         input: ProverInput<'_>,
@@ -364,6 +455,9 @@ impl Prover for GpuProver {
         let pce = input.pce;
         check_params(params, pce)?;
         cuzk_synth::spmv::check_shape(pce, input.witness)?;
+        if matches!(input.abc, AbcInput::FromPce) && self.options.gpu_abc {
+            return self.prepare_gpu_abc(input, timings);
+        }
         let owned: Option<Abc>;
         let (a, b, c) = match input.abc {
             AbcInput::Evaluated { a, b, c } => (a, b, c),

@@ -140,6 +140,15 @@ pub trait Prover: Send + Sync + fmt::Debug {
         0
     }
 
+    /// Whether [`prepare`](Prover::prepare) evaluates a/b/c for this shape
+    /// on its device (given [`AbcInput::FromPce`]) faster than the caller
+    /// could on the CPU, checking the witness there too: then the caller
+    /// need not evaluate them. False by default.
+    fn evaluates_abc(&self, pce: &Pce) -> bool {
+        let _ = pce;
+        false
+    }
+
     /// Outside any lock: checks the parameters and the witness against the
     /// PCE and stages what the kernel region needs.
     fn prepare(

@@ -127,6 +127,8 @@ fn streamed_parameters_give_the_same_proofs() {
         GpuOptions {
             params: ParamsPlacement::Streamed,
             stream_chunk: 300,
+            // Also covers a/b/c from the PCE on the CPU.
+            gpu_abc: false,
         },
     )
     .unwrap();
@@ -243,4 +245,35 @@ fn out_of_device_memory_is_a_clear_error() {
     // Still usable.
     let v = gpu.gpu().upload(&[Scalar::ONE; 4]).unwrap();
     assert_eq!(v.download().unwrap(), vec![Scalar::ONE; 4]);
+}
+
+/// With a/b/c evaluated on the GPU, a witness that breaks a constraint is
+/// refused with the same constraint index as the CPU check names.
+#[test]
+fn gpu_abc_refuses_an_unsatisfying_witness() {
+    let Some(_) = gpu_or_skip("gpu_abc_refuses_an_unsatisfying_witness") else {
+        return;
+    };
+    let gpu = GpuProver::new(0).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(8);
+    let spec: CircuitSpec = "porep:10".parse().unwrap();
+    let params: Parameters<Bls12> = generate_random_parameters(spec.build(0), &mut rng).unwrap();
+    let pce = Pce::record(spec.build(0)).unwrap();
+    let mut witness = Witness::synthesize(spec.build(3)).unwrap();
+    witness.aux[17] += Scalar::ONE;
+    let expected = match cuzk_synth::evaluate(&pce, &witness) {
+        Err(cuzk_synth::SynthError::Unsatisfied { index, .. }) => index,
+        other => panic!("the CPU check should refuse the witness: {other:?}"),
+    };
+    let input = ProverInput {
+        pce: &pce,
+        witness: &witness,
+        abc: AbcInput::FromPce,
+    };
+    match gpu.prove(input, &params, Scalar::ONE, Scalar::ONE) {
+        Err(Groth16Error::Synth(cuzk_synth::SynthError::Unsatisfied { index, .. })) => {
+            assert_eq!(index, expected)
+        }
+        other => panic!("the GPU check should refuse the witness: {other:?}"),
+    }
 }

@@ -361,9 +361,11 @@ pub(super) struct PartitionWork {
     pub(super) provers: Arc<super::Provers>,
     pub(super) timeline: Arc<Timeline>,
     pub(super) witness: Witness,
-    /// Holds the a/b/c buffers (always `Some` between synthesis and the
-    /// epilogue).
+    /// Holds the a/b/c buffers (`Some` between synthesis and the epilogue
+    /// unless the backend evaluates a/b/c itself).
     pub(super) ws: WsCharge,
+    /// The backend evaluates a/b/c on its device ([`AbcInput::FromPce`]).
+    pub(super) abc_on_device: bool,
 }
 
 /// Error text for the scheduler; the job keeps the typed error.
@@ -396,6 +398,13 @@ impl PartitionWork {
     }
 
     pub(super) fn input(&self) -> std::result::Result<ProverInput<'_>, PhaseError> {
+        if self.abc_on_device {
+            return Ok(ProverInput {
+                pce: &self.pce,
+                witness: &self.witness,
+                abc: AbcInput::FromPce,
+            });
+        }
         let Some(abc) = &self.ws.abc else {
             let e = EngineError::Internal("a partition lost its a/b/c buffers".into());
             let out = phase_error(&e);

@@ -227,6 +227,7 @@ fn open_gpus(
             GpuParams::Resident => ParamsPlacement::Resident,
             GpuParams::Streamed => ParamsPlacement::Streamed,
         },
+        gpu_abc: config.gpu_abc,
         ..GpuOptions::default()
     };
     let mut by_device = Vec::new();

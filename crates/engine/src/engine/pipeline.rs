@@ -276,6 +276,22 @@ pub(super) fn synthesize(
         partition,
         source,
     };
+    if shared.prover.evaluates_abc(&pce) {
+        // The backend evaluates and checks a/b/c on its device from the
+        // resident PCE: no SpMV here, no a/b/c buffers.
+        timeline.record_since(job.id.0, partition, Lane::Host, index, "abc on gpu", at);
+        return Ok(Some(PartitionWork {
+            job: Arc::clone(job),
+            partition,
+            pce,
+            params,
+            provers: Arc::clone(&shared.provers),
+            timeline: Arc::clone(&shared.timeline),
+            witness,
+            ws,
+            abc_on_device: true,
+        }));
+    }
     // The reserved working set brings the buffers of the job's previous
     // partition; otherwise lease them (the working-set charge covers them).
     let abc = match ws.abc.take() {
@@ -302,5 +318,6 @@ pub(super) fn synthesize(
         timeline: Arc::clone(&shared.timeline),
         witness,
         ws,
+        abc_on_device: false,
     }))
 }
