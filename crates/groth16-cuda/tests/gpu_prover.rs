@@ -189,6 +189,8 @@ fn gpu_stages_are_timed_with_events() {
         stages,
         [
             "h2d",
+            "spmv",
+            "check",
             "params h2d",
             "h (ntt)",
             "msm h",
@@ -275,5 +277,70 @@ fn gpu_abc_refuses_an_unsatisfying_witness() {
             assert_eq!(index, expected)
         }
         other => panic!("the GPU check should refuse the witness: {other:?}"),
+    }
+}
+
+/// Every built-in family at about 2^`CUZK_TEST_FAMILY_LOG2` constraints
+/// (default 12; the GPU machine runs 20) with real parameters made by
+/// cuzk's GPU setup (byte-identical to bellperson's generator, see
+/// gpu_setup.rs): GPU proofs equal bellperson's `create_proof` and verify.
+#[test]
+fn every_family_at_the_large_size_with_real_parameters() {
+    let Some(_) = gpu_or_skip("every_family_at_the_large_size_with_real_parameters") else {
+        return;
+    };
+    use cuzk_groth16_cuda::setup::{SetupOptions, ToxicWaste, generate_parameters};
+    let k: u32 = std::env::var("CUZK_TEST_FAMILY_LOG2")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let n = 1usize << k;
+    let specs = [
+        format!("mul-chain:{k}"),
+        format!("porep:{k}"),
+        format!("sha256:{}", ((n + 670) / 26704).max(1)),
+        format!("no-aux:{}", (n / 5).max(1)),
+        format!("many-inputs:{}", k.saturating_sub(2)),
+        format!("repeated-vars:{}", ((n - 3) / 3).max(1)),
+        format!("constant-only:{}", ((n - 3) / 3).max(1)),
+    ];
+    // CUZK_TEST_FAMILIES=porep,sha256 limits the run to those families.
+    let only = std::env::var("CUZK_TEST_FAMILIES").unwrap_or_default();
+    let gpu = GpuProver::new(0).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(0xFA11);
+    for spec in &specs {
+        let family = spec.split(':').next().unwrap_or_default();
+        if !only.is_empty() && !only.split(',').any(|f| f == family) {
+            continue;
+        }
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let t = std::time::Instant::now();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let waste = ToxicWaste::random(&mut rng);
+        let params = generate_parameters(&pce, &waste, &SetupOptions::gpu(0)).unwrap();
+        let pvk = prepare_verifying_key(&params.vk);
+        let witness = Witness::synthesize(spec.build(5)).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let input = ProverInput {
+            pce: &pce,
+            witness: &witness,
+            abc: AbcInput::FromPce,
+        };
+        let ours = gpu.prove(input, &params, r, s).unwrap();
+        let theirs = create_proof(spec.build(5), &params, r, s).unwrap();
+        assert_eq!(
+            bytes(&ours.proof),
+            bytes(&theirs),
+            "{spec}: GPU proof differs"
+        );
+        assert!(verify_proof(&pvk, &ours.proof, witness.public_inputs()).unwrap());
+        eprintln!(
+            "{spec}: {} constraints (domain 2^{}), byte-identical and verified ({:.1?})",
+            pce.num_constraints(),
+            pce.domain_log2(),
+            t.elapsed()
+        );
+        gpu.evict_params();
+        gpu.evict_pces();
     }
 }
