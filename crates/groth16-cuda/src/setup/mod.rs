@@ -425,7 +425,8 @@ fn serialize<P: Sync, const N: usize>(
         });
 }
 
-/// Everything but the writing: QAP, tables, then every section's points in
+/// Everything but the writing: tables (first, so a missing GPU fails fast),
+/// QAP, then every section's points in
 /// file order. The outer error is the generator's; the inner one says the
 /// writer went away (its own error is reported instead).
 fn produce(
@@ -434,10 +435,6 @@ fn produce(
     options: &SetupOptions,
     mut sink: Sink<'_>,
 ) -> Result<std::result::Result<SetupReport, WriterGone>> {
-    let t = Instant::now();
-    let qap = evaluate_qap(pce, waste)?;
-    let qap_s = t.elapsed().as_secs_f64();
-
     let t = Instant::now();
     let c = options.window_bits;
     let (mut engine, backend, chunk) = match options.backend {
@@ -458,6 +455,10 @@ fn produce(
         }
     };
     let tables_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let qap = evaluate_qap(pce, waste)?;
+    let qap_s = t.elapsed().as_secs_f64();
 
     let mut report = SetupReport {
         backend,
