@@ -16,12 +16,12 @@
 //! `create_proof` with the same r and s (up to `--bellperson-max`) and
 //! verified with bellperson's `verify_proof`.
 //!
-//! `--windows 10,12,14` also times the fixed-base kernels alone per window
+//! `--windows 10,12,16` also times the fixed-base kernels alone per window
 //! width (2^22 random G1 scalars, 2^20 G2), for tuning the default.
 //!
 //! Usage: setup_bench <short git revision> <command line for the record>
 //!        [--sizes 24] [--runs 1] [--bellperson-max 16] [--cpu-max 18]
-//!        [--prove] [--windows 10,12,14] [--window 12] [--dir /tmp]
+//!        [--prove] [--windows 10,12,14,16,18] [--window 12] [--dir /tmp]
 //! Writes the bench-data JSON (area `setup`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]

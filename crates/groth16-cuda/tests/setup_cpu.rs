@@ -198,7 +198,7 @@ fn what_bellperson_refuses_is_refused_clearly() {
             write_parameters(&pce, &waste, &SetupOptions::cpu(), &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains(what), "{err}");
     }
-    for window_bits in [0, 1, 17] {
+    for window_bits in [0, 1, 21] {
         let options = SetupOptions {
             window_bits,
             ..SetupOptions::cpu()
