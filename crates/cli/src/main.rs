@@ -4,6 +4,8 @@
 //! `prove`, `verify`, `demo` (all three in one go, with per-stage timings)
 //! and `circuits` (the built-in circuit families).
 
+mod filecoin;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -55,6 +57,7 @@ enum Command {
         seed: Option<u64>,
     },
     /// Prove an instance of a built-in circuit.
+    /// Filecoin proofs: `cuzk prove porep-c2|winning-post|window-post --help`.
     Prove {
         #[command(flatten)]
         instance: Instance,
@@ -151,7 +154,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()) {
+    // `cuzk prove porep-c2|winning-post|window-post ...`: Filecoin proofs (filecoin.rs).
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let result = filecoin::try_run(&argv).unwrap_or_else(|| run(Cli::parse_from(&argv)));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
