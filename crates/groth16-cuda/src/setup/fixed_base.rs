@@ -38,6 +38,23 @@ pub fn table_len(c: u32) -> usize {
     windows(c) as usize * (1usize << (c - 1))
 }
 
+/// The widest window the automatic CPU choice takes: its tables stay below
+/// 100 MB (G2) and take about a second to build on 2 cores.
+const CPU_MAX_AUTO_WINDOW: u32 = 16;
+
+/// The window width that minimises the CPU's work for `g1` G1 and `g2` G2
+/// multiplications: table building (one addition per table point) plus one
+/// addition per window per scalar, G2 operations counted three times G1's.
+/// Small circuits get small tables, large ones fewer additions.
+pub fn cpu_window_bits(g1: usize, g2: usize) -> u32 {
+    (*WINDOW_BITS.start()..=CPU_MAX_AUTO_WINDOW)
+        .min_by_key(|&c| {
+            let (t, w) = (table_len(c) as u128, u128::from(windows(c)));
+            (t + g1 as u128 * w) + 3 * (t + g2 as u128 * w)
+        })
+        .unwrap_or(DEFAULT_WINDOW_BITS)
+}
+
 /// Refuses window widths outside [`WINDOW_BITS`].
 pub fn check_window_bits(c: u32) -> Result<()> {
     if WINDOW_BITS.contains(&c) {
@@ -298,6 +315,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cpu_window_grows_with_the_work() {
+        assert!(cpu_window_bits(0, 0) <= 3);
+        let mut last = 0;
+        for log2 in [4, 8, 12, 16, 20, 24, 28] {
+            let c = cpu_window_bits(1 << log2, 1 << (log2 - 2));
+            assert!(WINDOW_BITS.contains(&c) && c >= last, "2^{log2}: {c}");
+            last = c;
+        }
+        assert_eq!(last, CPU_MAX_AUTO_WINDOW);
+        assert!(cpu_window_bits(1 << 20, 1 << 18) >= 12);
     }
 
     #[test]
