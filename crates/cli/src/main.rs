@@ -4,6 +4,8 @@
 //! `prove`, `verify`, `demo` (all three in one go, with per-stage timings)
 //! and `circuits` (the built-in circuit families).
 
+mod filecoin;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -38,6 +40,11 @@ enum Command {
         /// timing at sizes where a real setup takes too long. Proofs made with them never verify.
         #[arg(long)]
         fake: bool,
+        /// Generate on GPU 0: the file bellperson writes for the same toxic waste (the same
+        /// `--seed` gives the same bytes), with every query point computed on the GPU. An error
+        /// without a usable GPU. Without this flag bellperson generates on the CPU.
+        #[arg(long, conflicts_with = "fake")]
+        gpu: bool,
         /// Built-in circuit, e.g. `porep:12` (see `cuzk circuits`).
         #[arg(long)]
         circuit: CircuitSpec,
@@ -50,6 +57,7 @@ enum Command {
         seed: Option<u64>,
     },
     /// Prove an instance of a built-in circuit.
+    /// Filecoin proofs: `cuzk prove porep-c2|winning-post|window-post --help`.
     Prove {
         #[command(flatten)]
         instance: Instance,
@@ -146,7 +154,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse()) {
+    // `cuzk prove porep-c2|winning-post|window-post ...`: Filecoin proofs (filecoin.rs).
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let result = filecoin::try_run(&argv).unwrap_or_else(|| run(Cli::parse_from(&argv)));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -159,11 +170,15 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Setup {
             fake,
+            gpu,
             circuit,
             out,
             seed,
         } => {
             let start = Instant::now();
+            if gpu {
+                return setup_gpu(&circuit, seed, &out);
+            }
             if fake {
                 let pce = Pce::record(circuit.build(0))?;
                 cuzk_groth16_cuda::fake::write_fake_params(&out, &pce, seed.unwrap_or(0))?;
@@ -223,6 +238,42 @@ fn setup(circuit: &CircuitSpec, seed: Option<u64>) -> Result<Parameters<Bls12>> 
     };
     bellperson::groth16::generate_random_parameters::<Bls12, _, _>(circuit.build(0), &mut rng)
         .with_context(|| format!("generating parameters for {circuit}"))
+}
+
+/// `cuzk setup --gpu`: the toxic waste drawn as bellperson's
+/// `generate_random_parameters` draws it from the same RNG, so a `--seed`
+/// gives the file `cuzk setup` (bellperson) writes.
+fn setup_gpu(circuit: &CircuitSpec, seed: Option<u64>, out: &Path) -> Result<()> {
+    use cuzk_groth16_cuda::setup::{SetupOptions, ToxicWaste, generate_parameters_file};
+    let start = Instant::now();
+    // Before the circuit is recorded, which takes long at large sizes.
+    cuzk_groth16_cuda::cuda::Gpu::get(0)
+        .context("cuzk setup --gpu needs a CUDA GPU; leave out --gpu to use bellperson on the CPU")?;
+    let waste = match seed {
+        Some(s) => ToxicWaste::from_seed(s),
+        None => ToxicWaste::random(&mut ChaCha20Rng::from_entropy()),
+    };
+    let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
+    let recorded = start.elapsed();
+    let report = generate_parameters_file(out, &pce, &waste, &SetupOptions::gpu(0))
+        .with_context(|| {
+            format!(
+                "generating parameters for {circuit} on the GPU (leave out --gpu to generate \
+                 them with bellperson on the CPU)"
+            )
+        })?;
+    let points: usize = report.sections.iter().map(|s| s.points).sum();
+    println!(
+        "wrote parameters for {circuit} to {} ({:.2?}: circuit recorded in {recorded:.2?}, QAP \
+         {:.2} s, {points} points on {} with GPU kernels {:.2} s, {:.2} GB written)",
+        out.display(),
+        start.elapsed(),
+        report.qap_s,
+        report.backend,
+        report.kernel_s,
+        report.bytes as f64 / 1e9
+    );
+    Ok(())
 }
 
 fn randomness(seed: Option<u64>) -> (Scalar, Scalar) {

@@ -18,6 +18,7 @@
 pub mod error;
 pub mod params;
 pub mod porep;
+pub mod post;
 pub mod prove;
 pub mod sector;
 pub mod testing;

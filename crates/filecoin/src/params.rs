@@ -15,10 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use bellperson::Circuit;
-use bellperson::groth16::{self, Parameters, PreparedVerifyingKey, VerifyingKey};
+use bellperson::groth16::{self, PreparedVerifyingKey, VerifyingKey};
 use blstrs::{Bls12, Scalar};
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
+use cuzk_groth16_cuda::{SetupOptions, ToxicWaste, generate_parameters_file};
 use storage_proofs_core::parameter_cache::{
     ParameterSetMetadata, metadata_id, parameter_id, verifying_key_id,
 };
@@ -94,11 +93,15 @@ impl ParamFiles {
     }
 }
 
-/// Makes test parameters for `blank` (the circuit with no values) with a
-/// ChaCha20 RNG seeded by `seed`, and writes `.params`, `.vk` and `.meta`
-/// atomically under `files`. Does nothing when the three files exist: the
-/// names are keyed by the circuit's identifier, so a directory per seed is
-/// a cache keyed by content. Returns whether it generated.
+/// Makes test parameters for `blank` (the circuit with no values) from
+/// the toxic waste `ToxicWaste::from_seed(seed)`, and writes `.params`,
+/// `.vk` and `.meta` atomically under `files`. The file is the one
+/// bellperson's `generate_random_parameters` writes with
+/// `ChaCha20Rng::seed_from_u64(seed)`, byte for byte, made by
+/// `cuzk-groth16-cuda`'s generator: on the GPU when there is one, else on
+/// all CPU cores. Does nothing when the three files exist: the names are
+/// keyed by the circuit's identifier, so a directory per seed is a cache
+/// keyed by content. Returns whether it generated.
 ///
 /// These parameters come from a known seed: they prove nothing to anyone
 /// else. Use them for tests and benchmarks only, in a directory of their
@@ -117,29 +120,37 @@ where
             source,
         })?;
     }
-    let start = Instant::now();
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let params: Parameters<Bls12> =
-        groth16::generate_random_parameters(blank, &mut rng).map_err(|e| {
-            FilecoinError::Proofs {
-                context: "generating test parameters",
-                message: e.to_string(),
-            }
-        })?;
-    tracing::info!(id = %files.id, elapsed = ?start.elapsed(), "generated test parameters");
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |e: cuzk_groth16_cuda::Groth16Error| FilecoinError::BadInput {
-            what: "parameter cache",
-            detail: format!("writing {}: {e}", path.display()),
-        }
+    let failed = |e: cuzk_groth16_cuda::Groth16Error| FilecoinError::Proofs {
+        context: "generating test parameters",
+        message: e.to_string(),
     };
-    cuzk_groth16_cuda::write_atomically(&files.vk, |w| params.vk.write(w))
-        .map_err(io(&files.vk))?;
+    let start = Instant::now();
+    let pce = cuzk_synth::Pce::record(blank).map_err(|e| FilecoinError::Proofs {
+        context: "recording the circuit for its parameters",
+        message: e.to_string(),
+    })?;
+    let waste = ToxicWaste::from_seed(seed);
+    let gpu = cuzk_gpu_sched::discover().is_ok_and(|d| !d.is_empty());
+    let report = match gpu {
+        true => generate_parameters_file(&files.params, &pce, &waste, &SetupOptions::gpu(0))
+            .or_else(|e| {
+                tracing::warn!(error = %e, "GPU parameter generation failed; using the CPU");
+                generate_parameters_file(&files.params, &pce, &waste, &SetupOptions::cpu())
+            }),
+        false => generate_parameters_file(&files.params, &pce, &waste, &SetupOptions::cpu()),
+    }
+    .map_err(failed)?;
+    tracing::info!(
+        id = %files.id,
+        backend = %report.backend,
+        constraints = report.num_constraints,
+        elapsed = ?start.elapsed(),
+        "generated test parameters"
+    );
+    let vk = cuzk_groth16_cuda::read_verifying_key(&files.params).map_err(failed)?;
+    cuzk_groth16_cuda::write_atomically(&files.vk, |w| vk.write(w)).map_err(failed)?;
     let meta = format!("{{\"sector_size\":{}}}", pub_params.sector_size());
     cuzk_groth16_cuda::write_atomically(&files.meta, |w| w.write_all(meta.as_bytes()))
-        .map_err(io(&files.meta))?;
-    // The .params file last: its presence means the set is complete.
-    cuzk_groth16_cuda::write_params(&files.params, &params).map_err(io(&files.params))?;
+        .map_err(failed)?;
     Ok(true)
 }

@@ -16,12 +16,12 @@
 //! `create_proof` with the same r and s (up to `--bellperson-max`) and
 //! verified with bellperson's `verify_proof`.
 //!
-//! `--windows 10,12,14` also times the fixed-base kernels alone per window
+//! `--windows 10,12,16` also times the fixed-base kernels alone per window
 //! width (2^22 random G1 scalars, 2^20 G2), for tuning the default.
 //!
 //! Usage: setup_bench <short git revision> <command line for the record>
 //!        [--sizes 24] [--runs 1] [--bellperson-max 16] [--cpu-max 18]
-//!        [--prove] [--windows 10,12,14] [--window 12] [--dir /tmp]
+//!        [--prove] [--windows 10,12,14,16,18] [--window 12] [--dir /tmp]
 //! Writes the bench-data JSON (area `setup`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]
@@ -148,8 +148,9 @@ fn log_report(spec: &CircuitSpec, r: &SetupReport) {
         .map(|(s, t)| format!("{s} {t:.3}"))
         .collect();
     eprintln!(
-        "{spec}: {} ({} points, {:.2} GB): {} s",
+        "{spec}: {}, window {} bits ({} points, {:.2} GB): {} s",
         r.backend,
+        r.window_bits,
         r.sections.iter().map(|s| s.points).sum::<usize>(),
         r.bytes as f64 / 1e9,
         parts.join(", ")
@@ -278,7 +279,7 @@ fn main() -> Result<()> {
     eprintln!("GPU 0: {gpu_name}");
     let mut results = Vec::new();
     let options = SetupOptions {
-        window_bits: args.window,
+        window_bits: Some(args.window),
         ..SetupOptions::gpu(0)
     };
 
@@ -349,15 +350,7 @@ fn main() -> Result<()> {
             let cpu_path = args
                 .dir
                 .join(format!("cuzk-setup-bench-porep-{k}-cpu.params"));
-            let cpu = generate_parameters_file(
-                &cpu_path,
-                &pce,
-                &waste,
-                &SetupOptions {
-                    window_bits: args.window,
-                    ..SetupOptions::cpu()
-                },
-            )?;
+            let cpu = generate_parameters_file(&cpu_path, &pce, &waste, &SetupOptions::cpu())?;
             log_report(&spec, &cpu);
             let same = std::fs::read(&cpu_path)? == std::fs::read(&path)?;
             std::fs::remove_file(&cpu_path)?;
@@ -367,7 +360,11 @@ fn main() -> Result<()> {
             results.push(result(
                 format!("setup/cuzk-cpu/{size}/porep/total"),
                 &[cpu.total_s],
-                json!({"notes": "cuzk's CPU fixed-base path, same file as the GPU's (checked)"}),
+                json!({"notes": format!(
+                    "cuzk's CPU fixed-base path (window {} bits, chosen by size), same file as \
+                     the GPU's (checked)",
+                    cpu.window_bits
+                )}),
             ));
         }
 

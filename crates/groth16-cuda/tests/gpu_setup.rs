@@ -230,7 +230,7 @@ fn gpu_parameters_are_byte_identical_to_bellperson() {
     let waste = ToxicWaste::from_seed(12);
     let options = SetupOptions {
         backend: SetupBackend::Gpu { ordinal: 0 },
-        window_bits: 9,
+        window_bits: Some(9),
         chunk_len: Some(1000),
     };
     let mut ours = Vec::new();

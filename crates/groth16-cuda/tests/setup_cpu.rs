@@ -79,7 +79,7 @@ fn chunking_and_window_width_do_not_change_the_bytes() {
     for (window_bits, chunk_len) in [(2, Some(1)), (5, Some(7)), (12, Some(100)), (16, None)] {
         let options = SetupOptions {
             backend: SetupBackend::Cpu,
-            window_bits,
+            window_bits: Some(window_bits),
             chunk_len,
         };
         let ours = cuzk_bytes(&pce, &waste, &options);
@@ -198,9 +198,9 @@ fn what_bellperson_refuses_is_refused_clearly() {
             write_parameters(&pce, &waste, &SetupOptions::cpu(), &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains(what), "{err}");
     }
-    for window_bits in [0, 1, 17] {
+    for window_bits in [0, 1, 21] {
         let options = SetupOptions {
-            window_bits,
+            window_bits: Some(window_bits),
             ..SetupOptions::cpu()
         };
         let err = write_parameters(&pce, &waste, &options, &mut Vec::new()).unwrap_err();

@@ -22,9 +22,10 @@ use crate::{Groth16Error, Result};
 /// The window width used when none is asked for: on the GPU the G1 table
 /// (22 windows of 2048 points, 4.3 MB) stays in L2.
 pub const DEFAULT_WINDOW_BITS: u32 = 12;
-/// Window widths the table and the kernels take. Above 16 bits the tables
-/// grow past 100 MB (G2) for little gain.
-pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 2..=16;
+/// Window widths the table and the kernels take. At 20 bits the tables hold
+/// 13 windows of 2^19 points (650 MB in G1, 1.3 GB in G2): larger ones cost
+/// more to build and to hold than the additions they save.
+pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 2..=20;
 
 /// Number of signed-digit windows for `c`-bit windows: ceil(256 / c), one
 /// more bit than a scalar has, so the top digit never carries out.
@@ -35,6 +36,23 @@ pub fn windows(c: u32) -> u32 {
 /// Points in a table for `c`-bit windows.
 pub fn table_len(c: u32) -> usize {
     windows(c) as usize * (1usize << (c - 1))
+}
+
+/// The widest window the automatic CPU choice takes: its tables stay below
+/// 100 MB (G2) and take about a second to build on 2 cores.
+const CPU_MAX_AUTO_WINDOW: u32 = 16;
+
+/// The window width that minimises the CPU's work for `g1` G1 and `g2` G2
+/// multiplications: table building (one addition per table point) plus one
+/// addition per window per scalar, G2 operations counted three times G1's.
+/// Small circuits get small tables, large ones fewer additions.
+pub fn cpu_window_bits(g1: usize, g2: usize) -> u32 {
+    (*WINDOW_BITS.start()..=CPU_MAX_AUTO_WINDOW)
+        .min_by_key(|&c| {
+            let (t, w) = (table_len(c) as u128, u128::from(windows(c)));
+            (t + g1 as u128 * w) + 3 * (t + g2 as u128 * w)
+        })
+        .unwrap_or(DEFAULT_WINDOW_BITS)
 }
 
 /// Refuses window widths outside [`WINDOW_BITS`].
@@ -300,8 +318,21 @@ mod tests {
     }
 
     #[test]
+    fn cpu_window_grows_with_the_work() {
+        assert!(cpu_window_bits(0, 0) <= 3);
+        let mut last = 0;
+        for log2 in [4, 8, 12, 16, 20, 24, 28] {
+            let c = cpu_window_bits(1 << log2, 1 << (log2 - 2));
+            assert!(WINDOW_BITS.contains(&c) && c >= last, "2^{log2}: {c}");
+            last = c;
+        }
+        assert_eq!(last, CPU_MAX_AUTO_WINDOW);
+        assert!(cpu_window_bits(1 << 20, 1 << 18) >= 12);
+    }
+
+    #[test]
     fn window_bits_are_checked() {
-        for c in [0, 1, 17, 64] {
+        for c in [0, 1, 21, 64] {
             let err = build_table(&G1Projective::generator(), c).unwrap_err();
             assert!(err.to_string().contains(&format!("{c} bits")), "{err}");
         }

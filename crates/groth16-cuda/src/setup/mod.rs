@@ -43,8 +43,8 @@ use rand_core::{RngCore, SeedableRng};
 use rayon::prelude::*;
 
 pub use fixed_base::{
-    CpuFixedBase, DEFAULT_WINDOW_BITS, WINDOW_BITS, build_table, mul_with_table, signed_digits,
-    table_len, windows,
+    CpuFixedBase, DEFAULT_WINDOW_BITS, WINDOW_BITS, build_table, cpu_window_bits, mul_with_table,
+    signed_digits, table_len, windows,
 };
 pub use gpu::{GpuFixedBase, MAX_CHUNK};
 pub use qap::{QapScalars, column_sums, evaluate_qap, lagrange_at};
@@ -127,8 +127,10 @@ pub enum SetupBackend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SetupOptions {
     pub backend: SetupBackend,
-    /// Fixed-base window width, in [`WINDOW_BITS`].
-    pub window_bits: u32,
+    /// Fixed-base window width, in [`WINDOW_BITS`]; `None`: on the GPU
+    /// [`DEFAULT_WINDOW_BITS`], on the CPU the width that minimises table
+    /// building plus additions for this circuit ([`cpu_window_bits`]).
+    pub window_bits: Option<u32>,
     /// Scalars per chunk handed to the backend and to the writer; `None`:
     /// the GPU's own limit (memory), 2^16 on the CPU.
     pub chunk_len: Option<usize>,
@@ -139,7 +141,7 @@ impl SetupOptions {
     pub fn cpu() -> Self {
         SetupOptions {
             backend: SetupBackend::Cpu,
-            window_bits: DEFAULT_WINDOW_BITS,
+            window_bits: None,
             chunk_len: None,
         }
     }
@@ -148,7 +150,7 @@ impl SetupOptions {
     pub fn gpu(ordinal: usize) -> Self {
         SetupOptions {
             backend: SetupBackend::Gpu { ordinal },
-            window_bits: DEFAULT_WINDOW_BITS,
+            window_bits: None,
             chunk_len: None,
         }
     }
@@ -341,7 +343,9 @@ fn generate<W: Write + Send>(
     let _s = tracing::info_span!("setup", constraints = pce.num_constraints()).entered();
     let start = Instant::now();
     waste.check()?;
-    fixed_base::check_window_bits(options.window_bits)?;
+    if let Some(c) = options.window_bits {
+        fixed_base::check_window_bits(c)?;
+    }
     let (tx, rx) = sync_channel::<Piece>(QUEUE);
     let mut bytes = 0u64;
     let (produced, written) = std::thread::scope(|scope| {
@@ -425,7 +429,8 @@ fn serialize<P: Sync, const N: usize>(
         });
 }
 
-/// Everything but the writing: QAP, tables, then every section's points in
+/// Everything but the writing: tables (first, so a missing GPU fails fast),
+/// QAP, then every section's points in
 /// file order. The outer error is the generator's; the inner one says the
 /// writer went away (its own error is reported instead).
 fn produce(
@@ -434,30 +439,47 @@ fn produce(
     options: &SetupOptions,
     mut sink: Sink<'_>,
 ) -> Result<std::result::Result<SetupReport, WriterGone>> {
+    // The GPU first, so a missing one fails before the CPU work.
     let t = Instant::now();
-    let qap = evaluate_qap(pce, waste)?;
-    let qap_s = t.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    let c = options.window_bits;
-    let (mut engine, backend, chunk) = match options.backend {
-        SetupBackend::Cpu => (
-            Engine::Cpu(CpuFixedBase::new(&waste.g1, &waste.g2, c)?),
-            "cpu".to_owned(),
-            options.chunk_len.unwrap_or(CPU_CHUNK).max(1),
-        ),
+    let gpu = match options.backend {
         SetupBackend::Gpu { ordinal } => {
+            let c = options.window_bits.unwrap_or(DEFAULT_WINDOW_BITS);
             let mut gpu = GpuFixedBase::new(ordinal, &waste.g1, &waste.g2, c)?;
             if let Some(len) = options.chunk_len {
                 let own = gpu.chunk_len();
                 gpu = gpu.with_chunk_len(len.min(own));
             }
-            let name = format!("gpu {ordinal} ({})", gpu.gpu().name());
-            let len = gpu.chunk_len();
-            (Engine::Gpu(Box::new(gpu)), name, len)
+            Some(gpu)
+        }
+        SetupBackend::Cpu => None,
+    };
+    let mut tables_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let qap = evaluate_qap(pce, waste)?;
+    let qap_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let (mut engine, backend, chunk, c) = match gpu {
+        Some(gpu) => {
+            let name = format!("gpu {} ({})", gpu.gpu().ordinal(), gpu.gpu().name());
+            let (len, c) = (gpu.chunk_len(), gpu.window_bits());
+            (Engine::Gpu(Box::new(gpu)), name, len, c)
+        }
+        None => {
+            let g1_points = qap.total_points() - qap.b.len();
+            let c = options
+                .window_bits
+                .unwrap_or_else(|| cpu_window_bits(g1_points, qap.b.len()));
+            (
+                Engine::Cpu(CpuFixedBase::new(&waste.g1, &waste.g2, c)?),
+                "cpu".to_owned(),
+                options.chunk_len.unwrap_or(CPU_CHUNK).max(1),
+                c,
+            )
         }
     };
-    let tables_s = t.elapsed().as_secs_f64();
+    tables_s += t.elapsed().as_secs_f64();
 
     let mut report = SetupReport {
         backend,

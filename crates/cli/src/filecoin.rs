@@ -1,0 +1,186 @@
+//! `cuzk prove porep-c2 | winning-post | window-post`: Filecoin proofs from
+//! their vanilla proofs, through the engine (`cuzk-filecoin`).
+//!
+//! These are parsed apart from the rest of `cuzk prove` (which proves
+//! built-in circuits): `main` hands the command line over when its second
+//! word names a Filecoin proof kind.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use cuzk_engine::{Engine, EngineConfig};
+use cuzk_filecoin::post::PostInput;
+use cuzk_filecoin::{C1Output, PostKind, SealProof};
+
+/// The `cuzk prove` kinds handled here.
+pub const KINDS: [&str; 3] = ["porep-c2", "winning-post", "window-post"];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cuzk prove",
+    about = "Prove a Filecoin proof from its vanilla proofs, with filecoin-proofs' parameter files"
+)]
+struct FilecoinCli {
+    #[command(subcommand)]
+    kind: Kind,
+}
+
+#[derive(Debug, Subcommand)]
+enum Kind {
+    /// PoRep commit phase 2 from the JSON output of commit phase 1 (filecoin-proofs'
+    /// SealCommitPhase1Output, or filecoin-proofs-api's with `registered_proof`).
+    PorepC2 {
+        /// The C1 output (JSON).
+        #[arg(long)]
+        c1: PathBuf,
+        /// Where to write the proof (192 bytes per partition, as filecoin-proofs writes it).
+        #[arg(long)]
+        out: PathBuf,
+        /// The registered proof, e.g. StackedDrg32GiBV1_1 (default: the file's, else V1_1 of the
+        /// sector size read from the vanilla proofs).
+        #[arg(long)]
+        registered_proof: Option<SealProof>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// WinningPoSt from a request file: {registered_proof, randomness, prover_id,
+    /// vanilla_proofs} with filecoin-proofs' FallbackPoStSectorProof JSON.
+    WinningPost {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// WindowPoSt from a request file (as for winning-post).
+    WindowPost {
+        #[arg(long)]
+        input: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+struct Common {
+    /// Directory of filecoin-proofs' parameter files (v28-*.params, .vk). Default: the
+    /// FIL_PROOFS_PARAMETER_CACHE environment variable, else /var/tmp/filecoin-proof-parameters.
+    #[arg(long)]
+    param_cache: Option<PathBuf>,
+    /// Verify the proof with storage-proofs' verifier (as filecoin-proofs' verify functions do)
+    /// before writing it.
+    #[arg(long)]
+    verify: bool,
+    /// Engine configuration file (TOML, see docs/engine.example.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Engine setting overrides, key=value (e.g. --set backend=cpu).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Check every parameter point for subgroup membership while loading (slow for large
+    /// files; filecoin-proofs' parameter files are usually checked by their published digests).
+    #[arg(long)]
+    subgroup_check: bool,
+}
+
+/// Runs `cuzk prove <kind> ...` when `args` name one of [`KINDS`]; `None`
+/// leaves the command line to the main parser. Usage errors and `--help`
+/// exit the process as clap does everywhere else.
+pub fn try_run(args: &[OsString]) -> Option<Result<()>> {
+    let is = |i: usize, s: &str| args.get(i).is_some_and(|a| a == s);
+    if !is(1, "prove") || !KINDS.iter().any(|k| is(2, k)) {
+        return None;
+    }
+    let cli = FilecoinCli::try_parse_from(&args[1..]).unwrap_or_else(|e| e.exit());
+    Some(run(cli.kind))
+}
+
+fn engine(common: &Common) -> Result<Engine> {
+    let mut config = match &common.config {
+        Some(path) => EngineConfig::from_file(path)?,
+        None => EngineConfig::default(),
+    };
+    config.params_subgroup_check = common.subgroup_check;
+    let config = config.with_overrides(common.set.iter().map(String::as_str))?;
+    Ok(Engine::new(config)?)
+}
+
+fn param_dir(common: &Common) -> PathBuf {
+    common
+        .param_cache
+        .clone()
+        .unwrap_or_else(cuzk_filecoin::params::default_dir)
+}
+
+fn write_proof(out: &Path, bytes: &[u8]) -> Result<()> {
+    cuzk_groth16_cuda::write_atomically(out, |w| std::io::Write::write_all(w, bytes))
+        .with_context(|| format!("writing the proof to {}", out.display()))
+}
+
+fn run(kind: Kind) -> Result<()> {
+    match kind {
+        Kind::PorepC2 {
+            c1,
+            out,
+            registered_proof,
+            common,
+        } => {
+            let input = C1Output::from_file(&c1, registered_proof)
+                .with_context(|| format!("reading {}", c1.display()))?;
+            input
+                .check_vanilla()
+                .with_context(|| format!("checking {}", c1.display()))?;
+            let dir = param_dir(&common);
+            let engine = engine(&common)?;
+            let start = Instant::now();
+            let proof = input.prove(&engine, &dir, None)?;
+            let took = start.elapsed();
+            if common.verify && !input.verify(&dir, &proof.bytes)? {
+                bail!("the proof does not verify; nothing was written");
+            }
+            write_proof(&out, &proof.bytes)?;
+            println!(
+                "wrote PoRep C2 proof of {} ({} partition(s), {} bytes) to {} in {took:.2?} ({} \
+                 backend){}",
+                input.proof(),
+                input.partitions(),
+                proof.bytes.len(),
+                out.display(),
+                engine.config().backend,
+                if common.verify { "; verified" } else { "" }
+            );
+            Ok(())
+        }
+        Kind::WinningPost { input, out, common } => post(PostKind::Winning, &input, &out, &common),
+        Kind::WindowPost { input, out, common } => post(PostKind::Window, &input, &out, &common),
+    }
+}
+
+fn post(kind: PostKind, input: &Path, out: &Path, common: &Common) -> Result<()> {
+    let request = PostInput::from_file(input, Some(kind))
+        .with_context(|| format!("reading {}", input.display()))?;
+    let dir = param_dir(common);
+    let engine = engine(common)?;
+    let start = Instant::now();
+    let proof = request.prove(&engine, &dir, None)?;
+    let took = start.elapsed();
+    if common.verify && !request.verify(&dir, &proof.bytes)? {
+        bail!("the proof does not verify; nothing was written");
+    }
+    write_proof(out, &proof.bytes)?;
+    println!(
+        "wrote {} proof ({} bytes) to {} in {took:.2?} ({} backend){}",
+        request.proof(),
+        proof.bytes.len(),
+        out.display(),
+        engine.config().backend,
+        if common.verify { "; verified" } else { "" }
+    );
+    Ok(())
+}

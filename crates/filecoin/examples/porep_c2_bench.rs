@@ -1,0 +1,217 @@
+//! PoRep C2 of a real 2 KiB sector: cuzk (the engine, backend "auto": the
+//! GPU when the engine has one, else the CPU) beside filecoin-proofs' own
+//! `seal_commit_phase2` (bellperson on the CPU) on the same machine, the
+//! same C1 output and the same parameters.
+//!
+//! The sector is sealed first with filecoin-proofs (pre-commit 1 and 2,
+//! commit 1) and seeded test parameters are generated into the work
+//! directory unless they are there (they cannot be downloaded here; with
+//! the same seed they are the same parameters every time). Both provers
+//! get one warm-up run (parameter loading, cuzk's PCE recording), then
+//! `runs` timed runs each; every cuzk proof is checked with
+//! filecoin-proofs' `verify_seal` (seal_commit_phase2 checks its own).
+//!
+//! Usage: porep_c2_bench <short git revision> <command line for the record>
+//!        [--runs 3] [--dir DIR] [--backend auto|cpu|gpu]
+//! DIR (default: $TMPDIR/cuzk-filecoin-bench) holds the parameter and
+//! parent caches and the sector. Writes the bench-data JSON (area
+//! `filecoin`) to stdout; progress to stderr.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use cuzk_engine::{Backend, Engine, EngineConfig};
+use cuzk_filecoin::porep::generate_test_params;
+use cuzk_filecoin::testing;
+use cuzk_filecoin::{C1Output, SealProof, SectorSize};
+use filecoin_proofs::SectorShape2KiB;
+use serde_json::{Value, json};
+
+struct Args {
+    revision: String,
+    command: String,
+    runs: usize,
+    dir: PathBuf,
+    backend: Backend,
+}
+
+fn args() -> Result<Args> {
+    let mut it = std::env::args().skip(1);
+    let revision = it.next().context("missing <short git revision>")?;
+    let command = it.next().context("missing <command line>")?;
+    let mut a = Args {
+        revision,
+        command,
+        runs: 3,
+        dir: std::env::temp_dir().join("cuzk-filecoin-bench"),
+        backend: Backend::Auto,
+    };
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--runs" => a.runs = value.parse().context("--runs takes a count")?,
+            "--dir" => a.dir = value.into(),
+            "--backend" => {
+                a.backend = match value.as_str() {
+                    "auto" => Backend::Auto,
+                    "cpu" => Backend::Cpu,
+                    "gpu" => Backend::Gpu,
+                    other => bail!("--backend takes auto, cpu or gpu, not {other}"),
+                }
+            }
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if a.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    Ok(a)
+}
+
+/// (median, min, max).
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+fn first_line(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    let params = args.dir.join("params");
+    let parents = args.dir.join("parents");
+    std::fs::create_dir_all(&params)?;
+    std::fs::create_dir_all(&parents)?;
+    // SAFETY: the process is single-threaded here and nothing has read
+    // the environment yet; filecoin-proofs reads these once, later.
+    unsafe {
+        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &params);
+        std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
+    }
+    let proof = SealProof::v1_1(SectorSize::KIB2);
+    let config = proof.config()?;
+
+    let start = Instant::now();
+    let sector_dir = args.dir.join("sector");
+    let _ = std::fs::remove_dir_all(&sector_dir);
+    std::fs::create_dir_all(&sector_dir)?;
+    let sealed = testing::seal::<SectorShape2KiB>(proof, &sector_dir, 7)?;
+    eprintln!("sealed a 2 KiB sector: {:.2?}", start.elapsed());
+    let start = Instant::now();
+    let generated = generate_test_params(proof, &params, 0x5EED_F11E)?;
+    eprintln!(
+        "parameters {}: {:.2?}",
+        if generated { "generated" } else { "cached" },
+        start.elapsed()
+    );
+
+    let c1 = C1Output::from_json(&sealed.c1_json()?, Some(proof))?;
+    let engine = Engine::new(EngineConfig {
+        backend: args.backend,
+        params_subgroup_check: false,
+        ..EngineConfig::default()
+    })?;
+    let backend = engine.config().backend;
+    let verify = |bytes: &[u8]| -> Result<()> {
+        let ok = filecoin_proofs::verify_seal::<SectorShape2KiB>(
+            &config,
+            sealed.pre_commit.comm_r,
+            sealed.pre_commit.comm_d,
+            sealed.prover_id,
+            sealed.sector_id,
+            sealed.ticket,
+            sealed.seed,
+            bytes,
+        )?;
+        if !ok {
+            bail!("verify_seal refused cuzk's proof");
+        }
+        Ok(())
+    };
+
+    let mut cuzk = Vec::new();
+    for run in 0..=args.runs {
+        let start = Instant::now();
+        let c2 = c1.prove(&engine, &params, None)?;
+        let t = start.elapsed().as_secs_f64();
+        verify(&c2.bytes)?;
+        eprintln!(
+            "cuzk ({backend}) {}: {t:.3} s, verified",
+            if run == 0 { "warm-up" } else { "run" }
+        );
+        if run > 0 {
+            cuzk.push(t);
+        }
+    }
+
+    let mut theirs = Vec::new();
+    for run in 0..=args.runs {
+        let c1_typed: filecoin_proofs::SealCommitPhase1Output<SectorShape2KiB> =
+            serde_json::from_slice(&sealed.c1_json()?)?;
+        let start = Instant::now();
+        filecoin_proofs::seal_commit_phase2(&config, c1_typed, sealed.prover_id, sealed.sector_id)?;
+        let t = start.elapsed().as_secs_f64();
+        eprintln!(
+            "filecoin-proofs seal_commit_phase2 (CPU) {}: {t:.3} s",
+            if run == 0 { "warm-up" } else { "run" }
+        );
+        if run > 0 {
+            theirs.push(t);
+        }
+    }
+
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let (median, min, max) = stats(&cuzk);
+    let (base, base_min, base_max) = stats(&theirs);
+    eprintln!(
+        "PoRep C2 2KiB: cuzk ({backend}) median {median:.3} s, filecoin-proofs CPU median \
+         {base:.3} s ({base_min:.3}..{base_max:.3}), ratio {:.2}",
+        base / median
+    );
+    let out: Value = json!({
+        "revision": args.revision,
+        "date": first_line("date", &["+%Y-%m-%d"]),
+        "machine": {
+            "gpu": first_line("nvidia-smi", &["--query-gpu=name", "--format=csv,noheader"]),
+            "driver": first_line(
+                "nvidia-smi",
+                &["--query-gpu=driver_version", "--format=csv,noheader"],
+            ),
+            "cpus": cpus,
+        },
+        "command": args.command,
+        "results": [
+            {
+                "name": format!("filecoin/porep-c2/2KiB/{backend}"),
+                "unit": "s",
+                "median": median, "min": min, "max": max, "runs": cuzk.len(),
+                "derived": {"proofs_per_s": 1.0 / median},
+                "baseline": {
+                    "name": format!("filecoin-proofs-seal_commit_phase2-cpu-{cpus}t"),
+                    "median": base,
+                },
+                "ratio_vs_baseline": base / median,
+                "notes": "one partition; cuzk's time is submit to proofs through the engine \
+                          (witness, SpMV, prover); seal_commit_phase2's includes its own \
+                          parameter mapping and verify_seal; seeded test parameters"
+            },
+            {
+                "name": format!("filecoin/porep-c2/2KiB/filecoin-proofs-cpu-{cpus}t"),
+                "unit": "s",
+                "median": base, "min": base_min, "max": base_max, "runs": theirs.len(),
+            }
+        ],
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
