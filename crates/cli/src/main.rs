@@ -247,16 +247,17 @@ fn setup_gpu(circuit: &CircuitSpec, seed: Option<u64>, out: &Path) -> Result<()>
     use cuzk_groth16_cuda::setup::{SetupOptions, ToxicWaste, generate_parameters_file};
     let start = Instant::now();
     // Before the circuit is recorded, which takes long at large sizes.
-    cuzk_groth16_cuda::cuda::Gpu::get(0)
-        .context("cuzk setup --gpu needs a CUDA GPU; leave out --gpu to use bellperson on the CPU")?;
+    cuzk_groth16_cuda::cuda::Gpu::get(0).context(
+        "cuzk setup --gpu needs a CUDA GPU; leave out --gpu to use bellperson on the CPU",
+    )?;
     let waste = match seed {
         Some(s) => ToxicWaste::from_seed(s),
         None => ToxicWaste::random(&mut ChaCha20Rng::from_entropy()),
     };
     let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
     let recorded = start.elapsed();
-    let report = generate_parameters_file(out, &pce, &waste, &SetupOptions::gpu(0))
-        .with_context(|| {
+    let report =
+        generate_parameters_file(out, &pce, &waste, &SetupOptions::gpu(0)).with_context(|| {
             format!(
                 "generating parameters for {circuit} on the GPU (leave out --gpu to generate \
                  them with bellperson on the CPU)"

@@ -154,11 +154,17 @@ pub enum Groth16Error {
 
     /// Parameter generation was given a PCE whose matrices do not fit together.
     #[error("cannot generate parameters: the PCE's {matrix} matrix is malformed: {detail}")]
-    SetupPce { matrix: &'static str, detail: String },
+    SetupPce {
+        matrix: &'static str,
+        detail: String,
+    },
 
     /// A parameter section would hold more points than the format's u32 count.
     #[error("the {section} section would hold {points} points, more than the format's 2^32 - 1")]
-    SetupTooLarge { section: &'static str, points: usize },
+    SetupTooLarge {
+        section: &'static str,
+        points: usize,
+    },
 
     /// Fixed-base multiplication gave the identity for a nonzero scalar.
     #[error(

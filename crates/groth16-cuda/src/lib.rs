@@ -28,14 +28,14 @@ pub use error::{Groth16Error, Result};
 pub use gpu::{GpuOptions, GpuProver, ParamsPlacement, params_device_bytes};
 pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 pub use ntt::{GpuNtt, HBuffers, Upload};
-pub use spmv::{DevicePce, GpuSpmv, PceShapeKey};
 pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};
-pub use setup::{
-    SetupBackend, SetupOptions, SetupReport, ToxicWaste, generate_parameters_file, write_parameters,
-};
 pub use prover::{
     AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged, assemble,
 };
+pub use setup::{
+    SetupBackend, SetupOptions, SetupReport, ToxicWaste, generate_parameters_file, write_parameters,
+};
+pub use spmv::{DevicePce, GpuSpmv, PceShapeKey};
 
 /// The pairing engine every cuzk proof is over.
 pub type Bls12 = blstrs::Bls12;

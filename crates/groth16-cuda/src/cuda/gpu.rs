@@ -347,7 +347,9 @@ impl GpuEvent {
             .0
             .elapsed_ms(&self.0)
             .map(f64::from)
-            .map_err(driver_error(|| "timing GPU work between two events".to_owned()))
+            .map_err(driver_error(|| {
+                "timing GPU work between two events".to_owned()
+            }))
     }
 }
 

@@ -481,7 +481,11 @@ impl GpuMsm {
                 None => window_bits(n, self.config.max_bucket_bytes / point_bytes),
             };
             let nb = plan::buckets_per_window(c);
-            let group = u64::from(plan::windows_per_pass(n, c, self.config.max_entries_per_pass));
+            let group = u64::from(plan::windows_per_pass(
+                n,
+                c,
+                self.config.max_entries_per_pass,
+            ));
             let entries = n as u64 * group;
             // Segments hold at least 32 entries, so level 1 has at most
             // entries / 32 (+1) partial sums; level 2 a 1/PARTIALS_PER of that.
