@@ -162,8 +162,9 @@ pub struct SectionReport {
     /// `ic`, `h`, `l`, `a`, `b_g1` or `b_g2`.
     pub name: &'static str,
     pub points: usize,
-    /// Wall time of the fixed-base multiplications of this section
-    /// (upload, kernels, download on the GPU).
+    /// Wall time of this section: its fixed-base multiplications (upload,
+    /// kernels, download on the GPU) and any wait for the writer to take a
+    /// chunk (when serialising and writing are slower than the GPU).
     pub compute_s: f64,
 }
 
