@@ -181,5 +181,5 @@ fn missing_or_mismatched_parameters_are_named() {
     let e = c1.prove(common::engine(), wrong.path(), None).unwrap_err();
     eprintln!("mismatched parameters: {e}");
     assert!(matches!(e, FilecoinError::Engine(_)), "{e:?}");
-    assert!(e.to_string().contains("expected"), "{e}");
+    assert!(e.to_string().contains("do not match the circuit"), "{e}");
 }
