@@ -56,14 +56,34 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
-    /// Prove an instance of a built-in circuit.
+    /// Prove an instance of a built-in circuit, in this process or through a daemon.
     /// Filecoin proofs: `cuzk prove porep-c2|winning-post|window-post --help`.
     Prove {
         #[command(flatten)]
         instance: Instance,
         /// Parameters made by `cuzk setup` (or any bellperson parameter file for this circuit).
+        #[arg(long, required_unless_present = "params_set")]
+        params: Option<PathBuf>,
+        /// A parameter set the daemon's configuration names (with --daemon).
+        #[arg(long, requires = "daemon", conflicts_with = "params")]
+        params_set: Option<String>,
+        /// Prove through the daemon at this address (a Unix socket path or 127.0.0.1:PORT).
+        #[arg(long, value_name = "ADDR")]
+        daemon: Option<cuzk_cli::daemon::Address>,
+        /// Partitions (with --daemon): witness seeds witness-seed, witness-seed + 1, ...; the
+        /// proofs are written one after another.
+        #[arg(long, default_value_t = 1, requires = "daemon")]
+        partitions: u32,
+        /// Priority of the job (with --daemon).
+        #[arg(long, value_enum, default_value_t = cuzk_cli::commands::PriorityArg::Normal)]
+        priority: cuzk_cli::commands::PriorityArg,
+        /// Write the proof's stage timeline as Chrome-trace JSON here (in process; for a
+        /// daemon's runs see `cuzk timeline`).
+        #[arg(long, conflicts_with = "daemon")]
+        timeline: Option<PathBuf>,
+        /// Print JSON.
         #[arg(long)]
-        params: PathBuf,
+        json: bool,
         /// Where to write the 192-byte proof.
         #[arg(long)]
         out: PathBuf,
@@ -106,6 +126,18 @@ enum Command {
     },
     /// List the built-in circuit families.
     Circuits,
+    /// Serve proofs over gRPC (a Unix socket by default) with status and metrics.
+    Daemon(cuzk_cli::commands::DaemonArgs),
+    /// Prove many jobs of a built-in circuit, in process or through the daemon.
+    Bench(cuzk_cli::commands::BenchArgs),
+    /// A daemon's queues, workers, memory and resident parameter sets.
+    Status(cuzk_cli::commands::StatusArgs),
+    /// The CUDA devices this machine has.
+    Devices(cuzk_cli::commands::DevicesArgs),
+    /// Write a daemon's last run as Chrome-trace JSON (opens in Perfetto).
+    Timeline(cuzk_cli::commands::TimelineArgs),
+    /// Preload or evict a daemon's parameter set.
+    Params(cuzk_cli::commands::ParamsArgs),
 }
 
 /// Which prover backend to use.
@@ -202,19 +234,50 @@ fn run(cli: Cli) -> Result<()> {
         Command::Prove {
             instance,
             params,
+            params_set,
+            daemon: Some(address),
+            partitions,
+            priority,
+            out,
+            rs_seed,
+            no_verify,
+            json,
+            ..
+        } => cuzk_cli::commands::prove_remote(cuzk_cli::commands::RemoteProve {
+            address,
+            circuit: instance.circuit,
+            witness_seed: instance.witness_seed,
+            partitions,
+            params,
+            params_set,
+            out,
+            rs_seed,
+            priority,
+            no_verify,
+            json,
+        }),
+        Command::Prove {
+            instance,
+            params,
             out,
             rs_seed,
             no_verify,
             backend,
             trusted_params,
+            timeline,
+            json,
+            ..
         } => prove_cmd(
             &instance,
-            &params,
+            params
+                .as_deref()
+                .context("--params is needed without --daemon")?,
             &out,
             rs_seed,
             no_verify,
             backend,
             trusted_params,
+            (timeline.as_deref(), json),
         ),
         Command::Verify {
             instance,
@@ -228,6 +291,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Daemon(args) => cuzk_cli::commands::daemon(args),
+        Command::Bench(args) => cuzk_cli::commands::bench(args),
+        Command::Status(args) => cuzk_cli::commands::status(args),
+        Command::Devices(args) => cuzk_cli::commands::devices(args),
+        Command::Timeline(args) => cuzk_cli::commands::timeline(args),
+        Command::Params(args) => cuzk_cli::commands::params(args),
     }
 }
 
@@ -292,6 +361,7 @@ fn proof_bytes(proof: &Proof<Bls12>) -> Vec<u8> {
     v
 }
 
+#[allow(clippy::too_many_arguments)]
 fn prove_cmd(
     instance: &Instance,
     params_path: &Path,
@@ -300,6 +370,7 @@ fn prove_cmd(
     no_verify: bool,
     backend: Backend,
     trusted_params: bool,
+    (timeline, json): (Option<&Path>, bool),
 ) -> Result<()> {
     let circuit = &instance.circuit;
     let params = cuzk_groth16_cuda::read_params(params_path, !trusted_params)?;
@@ -336,6 +407,32 @@ fn prove_cmd(
     }
     let bytes = proof_bytes(&output.proof);
     cuzk_groth16_cuda::write_atomically(out, |w| std::io::Write::write_all(w, &bytes))?;
+    if let Some(path) = timeline {
+        cuzk_cli::commands::write_trace(
+            path,
+            &cuzk_cli::commands::stage_timeline(&output.timings),
+        )?;
+    }
+    if json {
+        let stages: serde_json::Map<String, serde_json::Value> = output
+            .timings
+            .0
+            .iter()
+            .map(|(stage, d)| (stage.to_string(), d.as_secs_f64().into()))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "circuit": circuit.to_string(),
+                "out": out,
+                "backend": prover.name(),
+                "seconds": output.timings.total().as_secs_f64(),
+                "stages": stages,
+                "verified": !no_verify && !fake,
+            })
+        );
+        return Ok(());
+    }
     println!(
         "wrote {}proof of {circuit} to {} ({} backend, {:.2?})",
         if fake {

@@ -149,6 +149,14 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
         self.lock().len()
     }
 
+    /// Each entry as (name, charged bytes, holders other than the cache).
+    pub(crate) fn entries(&self, name: impl Fn(&K) -> String) -> Vec<(String, u64, usize)> {
+        self.lock()
+            .iter()
+            .map(|(k, e)| (name(k), e.charge.bytes(), Arc::strong_count(&e.value) - 1))
+            .collect()
+    }
+
     /// Evicts idle evictable entries, least recently used first, until at
     /// least `need` bytes are freed; returns the bytes freed.
     pub(crate) fn evict_idle(&self, need: u64) -> u64 {

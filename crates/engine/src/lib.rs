@@ -124,11 +124,12 @@ pub use cache::{ParamsRef, ShapeId};
 pub use config::{Auto, Backend, ByteSize, EngineConfig, GpuParams};
 pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
 pub use engine::{
-    Engine, EngineBuilder, EngineStats, JobCanceller, JobHandle, JobProgress, ProgressEvent,
-    ProgressStage, ProofRequest, ResolvedConfig, working_set_bytes,
+    DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller, JobHandle,
+    JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent, ProgressStage,
+    ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig, working_set_bytes,
 };
 pub use error::{EngineError, Result};
-pub use timeline::{Lane, Span, Timeline, TimelineData, TimelineSummary};
+pub use timeline::{Lane, Span, SpanObserver, Timeline, TimelineData, TimelineSummary};
 
 /// Proves one partition: synthesizes `circuit`'s witness, evaluates a/b/c
 /// with `pce` (recorded from a circuit of the same shape), refuses a witness

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -56,12 +56,26 @@ impl Span {
     }
 }
 
+/// Called with every span as it is recorded (a metrics exporter's hook).
+pub type SpanObserver = Box<dyn Fn(&Span) + Send + Sync>;
+
 /// Records spans; shared by every thread of an engine.
 #[derive(Debug)]
 pub struct Timeline {
     epoch: Instant,
     capacity: usize,
     spans: Mutex<VecDeque<Span>>,
+    observers: Observers,
+}
+
+#[derive(Default)]
+struct Observers(RwLock<Vec<SpanObserver>>);
+
+impl fmt::Debug for Observers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.read().unwrap_or_else(PoisonError::into_inner).len();
+        write!(f, "{n} observers")
+    }
 }
 
 impl Timeline {
@@ -71,7 +85,18 @@ impl Timeline {
             epoch: Instant::now(),
             capacity: capacity.max(1),
             spans: Mutex::new(VecDeque::new()),
+            observers: Observers::default(),
         }
+    }
+
+    /// Calls `observer` with every span recorded from now on, on the
+    /// recording thread (so it must be quick and must not record spans).
+    pub fn add_observer(&self, observer: SpanObserver) {
+        self.observers
+            .0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(observer);
     }
 
     fn spans(&self) -> MutexGuard<'_, VecDeque<Span>> {
@@ -90,6 +115,16 @@ impl Timeline {
 
     /// Records a span.
     pub fn record(&self, span: Span) {
+        {
+            let observers = self
+                .observers
+                .0
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            for observe in observers.iter() {
+                observe(&span);
+            }
+        }
         let mut spans = self.spans();
         if spans.len() == self.capacity {
             spans.pop_front();

@@ -13,6 +13,7 @@
 mod admission;
 mod job;
 mod pipeline;
+mod status;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -53,6 +54,10 @@ use job::*;
 use pipeline::*;
 
 pub use job::{JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest};
+pub use status::{
+    DeviceStatus, EngineStatus, JobPhase, JobStatus, PRIORITIES, PinnedStatus, QueueStatus,
+    ResidentStatus,
+};
 
 /// Capacity of the CPU backend's pseudo-device: it reserves no device
 /// memory (its `device_bytes` is 0), so anything large works.

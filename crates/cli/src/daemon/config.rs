@@ -1,0 +1,239 @@
+//! The daemon's configuration: a TOML file whose `[engine]` table is the
+//! engine's own configuration (`docs/engine.example.toml`) and whose other
+//! keys say where the daemon listens and what requests may ask for
+//! (`docs/daemon.example.toml`).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyhow::{Context, Result, bail};
+use cuzk_engine::{ByteSize, EngineConfig};
+use serde::{Deserialize, Serialize};
+
+/// Where a server listens or a client connects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Address {
+    /// A Unix socket path.
+    Unix(PathBuf),
+    /// A TCP address.
+    Tcp(SocketAddr),
+}
+
+impl FromStr for Address {
+    type Err = String;
+
+    /// `unix:/path`, `/path` or `./path` (a Unix socket), `host:port` or
+    /// `http://host:port` (TCP, an IP address).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let t = s.trim();
+        if let Some(p) = t.strip_prefix("unix:") {
+            return Ok(Address::Unix(PathBuf::from(p)));
+        }
+        let tcp = t.strip_prefix("http://").unwrap_or(t);
+        if let Ok(a) = tcp.parse::<SocketAddr>() {
+            return Ok(Address::Tcp(a));
+        }
+        if t.contains('/') || t.ends_with(".sock") {
+            return Ok(Address::Unix(PathBuf::from(t)));
+        }
+        Err(format!(
+            "`{s}` is neither a Unix socket path (unix:/run/cuzk.sock) nor an IP address and port \
+             (127.0.0.1:7400)"
+        ))
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Address::Unix(p) => write!(f, "unix:{}", p.display()),
+            Address::Tcp(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+impl Serialize for Address {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Address {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// The socket a client and a daemon use when none is given: `CUZK_DAEMON`,
+/// else `$XDG_RUNTIME_DIR/cuzk.sock`, else `/tmp/cuzk-<uid>/cuzk.sock`.
+pub fn default_address() -> Address {
+    if let Some(a) = std::env::var("CUZK_DAEMON")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return a;
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return Address::Unix(PathBuf::from(dir).join("cuzk.sock"));
+    }
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    Address::Unix(PathBuf::from(format!("/tmp/cuzk-{uid}/cuzk.sock")))
+}
+
+/// The daemon's configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Where the gRPC service listens: a Unix socket (the default, see
+    /// [`default_address`]) or a TCP address.
+    pub listen: Address,
+    /// Permission bits of the Unix socket (0o600: its owner only).
+    pub socket_mode: u32,
+    /// Where `/metrics` is served (Prometheus text format); "" turns it off.
+    pub metrics_listen: String,
+    /// Allow `listen` / `metrics_listen` on addresses other than loopback.
+    /// The API has no authentication: only for a network you trust.
+    pub allow_remote: bool,
+    /// Directories whose parameter files requests may name by path.
+    pub params_dirs: Vec<PathBuf>,
+    /// Parameter sets by name (`name = "/path/to/file.params"`): requests
+    /// name these, and they may lie outside `params_dirs`.
+    pub param_sets: BTreeMap<String, PathBuf>,
+    /// Parameter sets to load at startup (names or paths).
+    pub preload: Vec<String>,
+    /// The largest request message.
+    pub max_request_bytes: ByteSize,
+    /// The most partitions in one request.
+    pub max_partitions: usize,
+    /// The most constraints of a requested circuit (checked before
+    /// anything is recorded).
+    pub max_constraints: u64,
+    /// Jobs submitted and not yet finished, at most; more are refused.
+    pub max_jobs: usize,
+    /// How long a finished job's proofs wait for an `Await`, in seconds.
+    pub result_ttl_s: f64,
+    /// On shutdown, how long running jobs may take to finish before they are
+    /// cancelled, in seconds.
+    pub shutdown_grace_s: f64,
+    /// The engine's configuration.
+    pub engine: EngineConfig,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            listen: default_address(),
+            socket_mode: 0o600,
+            metrics_listen: "127.0.0.1:9477".into(),
+            allow_remote: false,
+            params_dirs: Vec::new(),
+            param_sets: BTreeMap::new(),
+            preload: Vec::new(),
+            max_request_bytes: ByteSize(1 << 20),
+            max_partitions: 1024,
+            max_constraints: 1 << 28,
+            max_jobs: 4096,
+            result_ttl_s: 600.0,
+            shutdown_grace_s: 60.0,
+            engine: EngineConfig::default(),
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// Reads a TOML file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read daemon config {}", path.display()))?;
+        Self::from_toml_str(&text).with_context(|| format!("daemon config {}", path.display()))
+    }
+
+    /// Parses a TOML document.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// The metrics address, `None` when turned off.
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
+        let m = self.metrics_listen.trim();
+        if m.is_empty() || m == "off" {
+            return Ok(None);
+        }
+        let a: SocketAddr = m.parse().with_context(|| {
+            format!("metrics_listen `{m}` is not an IP address and port (127.0.0.1:9477)")
+        })?;
+        Ok(Some(a))
+    }
+
+    /// Refuses settings that would expose the daemon without saying so.
+    pub fn check(&self) -> Result<()> {
+        if let Address::Tcp(a) = &self.listen
+            && !a.ip().is_loopback()
+            && !self.allow_remote
+        {
+            bail!(
+                "listen = \"{a}\" is not a loopback address: the API has no authentication; set \
+                 allow_remote = true to listen there anyway"
+            );
+        }
+        if let Some(a) = self.metrics_addr()?
+            && !a.ip().is_loopback()
+            && !self.allow_remote
+        {
+            bail!(
+                "metrics_listen = \"{a}\" is not a loopback address; set allow_remote = true to \
+                 serve metrics there anyway"
+            );
+        }
+        if self.max_partitions == 0 || self.max_jobs == 0 {
+            bail!("max_partitions and max_jobs must be at least 1");
+        }
+        if !(self.result_ttl_s >= 0.0 && self.shutdown_grace_s >= 0.0) {
+            bail!("result_ttl_s and shutdown_grace_s must be non-negative numbers of seconds");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_parses_and_addresses_read_both_ways() {
+        let text = include_str!("../../../../docs/daemon.example.toml");
+        let c = DaemonConfig::from_toml_str(text).unwrap();
+        c.check().unwrap();
+        assert_eq!(
+            "unix:/run/x.sock".parse(),
+            Ok(Address::Unix("/run/x.sock".into()))
+        );
+        assert_eq!(
+            "127.0.0.1:7400".parse(),
+            Ok(Address::Tcp("127.0.0.1:7400".parse().unwrap()))
+        );
+        assert_eq!(
+            "http://[::1]:7400".parse(),
+            Ok(Address::Tcp("[::1]:7400".parse().unwrap()))
+        );
+        assert!("nonsense".parse::<Address>().is_err());
+        let remote = DaemonConfig {
+            listen: "0.0.0.0:7400".parse().unwrap(),
+            ..DaemonConfig::default()
+        };
+        assert!(
+            remote
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("allow_remote")
+        );
+        let err = DaemonConfig::from_toml_str("lisen = \"x\"").unwrap_err();
+        assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+    }
+}

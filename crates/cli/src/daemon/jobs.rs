@@ -1,0 +1,293 @@
+//! The daemon's jobs: each engine job with the channels its awaiters read,
+//! its outcome kept until it is delivered (or expires), and the "run" the
+//! timeline call reports.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use cuzk_engine::{JobCanceller, JobHandle, Priority, ProgressStage};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::Status;
+
+use super::Daemon;
+use super::request::status_of;
+use crate::proto;
+
+/// How a job ended, as its awaiters receive it.
+pub type Outcome = Result<proto::Proofs, Status>;
+
+/// One job the daemon tracks.
+#[derive(Debug)]
+pub struct Tracked {
+    pub id: u64,
+    pub circuit: String,
+    pub priority: Priority,
+    pub partitions: u32,
+    pub proved: AtomicU32,
+    canceller: JobCanceller,
+    progress: broadcast::Sender<proto::Progress>,
+    result: watch::Sender<Option<Outcome>>,
+    ended_at: Mutex<Option<Instant>>,
+    /// Its awaiter went away: forget it as soon as it ends.
+    abandoned: AtomicBool,
+}
+
+impl Tracked {
+    pub fn cancel(&self) {
+        self.canceller.cancel();
+    }
+
+    pub fn ended(&self) -> bool {
+        self.result.borrow().is_some()
+    }
+
+    fn ended_at(&self) -> Option<Instant> {
+        *self.ended_at.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Jobs by id and the current run.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    map: Mutex<HashMap<u64, Arc<Tracked>>>,
+    run: Mutex<Run>,
+}
+
+/// A run: a stretch of time during which the daemon always had a job.
+#[derive(Debug, Default)]
+struct Run {
+    jobs: BTreeSet<u64>,
+    active: usize,
+}
+
+impl Jobs {
+    fn map(&self) -> MutexGuard<'_, HashMap<u64, Arc<Tracked>>> {
+        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn run(&self) -> MutexGuard<'_, Run> {
+        self.run.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<Tracked>> {
+        self.map().get(&id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Tracked>> {
+        let mut v: Vec<_> = self.map().values().cloned().collect();
+        v.sort_by_key(|t| t.id);
+        v
+    }
+
+    /// Jobs not yet ended.
+    pub fn unfinished(&self) -> usize {
+        self.map().values().filter(|t| !t.ended()).count()
+    }
+
+    pub fn cancel_all(&self) {
+        for t in self.all() {
+            t.cancel();
+        }
+    }
+
+    /// The jobs of the current (or last) run.
+    pub fn run_jobs(&self) -> BTreeSet<u64> {
+        self.run().jobs.clone()
+    }
+
+    fn forget(&self, id: u64) {
+        self.map().remove(&id);
+    }
+
+    /// Drops ended jobs whose outcome nobody fetched within `ttl`.
+    pub fn expire(&self, ttl: Duration) {
+        let now = Instant::now();
+        self.map().retain(|_, t| {
+            t.ended_at()
+                .is_none_or(|at| now.saturating_duration_since(at) < ttl)
+        });
+    }
+
+    /// Starts tracking a job the engine accepted, and the task that follows
+    /// it to its end.
+    pub fn track(
+        daemon: &Arc<Daemon>,
+        mut handle: JobHandle,
+        circuit: String,
+        partitions: u32,
+    ) -> Arc<Tracked> {
+        let (progress, _) = broadcast::channel(256);
+        let (result, _) = watch::channel(None);
+        let tracked = Arc::new(Tracked {
+            id: handle.id().0,
+            circuit,
+            priority: handle.priority(),
+            partitions,
+            proved: AtomicU32::new(0),
+            canceller: handle.canceller(),
+            progress,
+            result,
+            ended_at: Mutex::new(None),
+            abandoned: AtomicBool::new(false),
+        });
+        daemon.jobs.map().insert(tracked.id, Arc::clone(&tracked));
+        {
+            let mut run = daemon.jobs.run();
+            if run.active == 0 {
+                run.jobs.clear();
+            }
+            run.active += 1;
+            run.jobs.insert(tracked.id);
+        }
+        let (daemon, t) = (Arc::clone(daemon), Arc::clone(&tracked));
+        let mut events = handle.take_events();
+        let started = Instant::now();
+        tokio::spawn(async move {
+            let wait = handle.wait();
+            tokio::pin!(wait);
+            let forward = |t: &Tracked, e: cuzk_engine::ProgressEvent| {
+                let stage = match e.stage {
+                    ProgressStage::Admitted => "admitted",
+                    ProgressStage::SynthesisStarted => "synthesis_started",
+                    ProgressStage::Synthesized => "synthesized",
+                    ProgressStage::ProvingStarted => "proving_started",
+                    ProgressStage::Proved => {
+                        t.proved.fetch_add(1, Ordering::Relaxed);
+                        "proved"
+                    }
+                    // The outcome says these.
+                    _ => return,
+                };
+                // No receiver is fine: nobody awaits yet.
+                let _ = t.progress.send(proto::Progress {
+                    partition: e.partition,
+                    stage: stage.into(),
+                    partitions: t.partitions,
+                    proved: t.proved.load(Ordering::Relaxed),
+                });
+            };
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    e = async { events.as_mut()?.recv().await }, if events.is_some() => match e {
+                        Some(e) => forward(&t, e),
+                        None => events = None,
+                    },
+                    r = &mut wait => break r,
+                }
+            };
+            if let Some(ev) = events.as_mut() {
+                while let Ok(e) = ev.try_recv() {
+                    forward(&t, e);
+                }
+            }
+            let took = started.elapsed();
+            let (outcome, label) = match result {
+                Ok(proofs) => {
+                    let bytes = proofs
+                        .iter()
+                        .map(|p| {
+                            let mut v = Vec::with_capacity(192);
+                            // Writing into a Vec cannot fail.
+                            let _ = p.write(&mut v);
+                            v
+                        })
+                        .collect();
+                    (
+                        Ok(proto::Proofs {
+                            proofs: bytes,
+                            seconds: took.as_secs_f64(),
+                        }),
+                        "done",
+                    )
+                }
+                Err(e) => {
+                    let label = match e {
+                        cuzk_engine::EngineError::Cancelled { .. } => "cancelled",
+                        _ => "failed",
+                    };
+                    (Err(status_of(&e)), label)
+                }
+            };
+            daemon
+                .metrics
+                .job_ended(&t.circuit, t.priority, label, t.partitions, took);
+            *t.ended_at.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+            t.result.send_replace(Some(outcome));
+            if t.abandoned.load(Ordering::SeqCst) {
+                daemon.jobs.forget(t.id);
+            }
+            let mut run = daemon.jobs.run();
+            run.active = run.active.saturating_sub(1);
+            drop(run);
+            daemon.changed.notify_waiters();
+        });
+        tracked
+    }
+
+    /// A stream of the job's progress, then its proofs (or its error). If
+    /// the stream is dropped before the outcome is sent (the client went
+    /// away), the job is cancelled.
+    pub fn stream(
+        daemon: &Arc<Daemon>,
+        t: Arc<Tracked>,
+    ) -> ReceiverStream<Result<proto::JobUpdate, Status>> {
+        let (tx, rx) = mpsc::channel(64);
+        let daemon = Arc::clone(daemon);
+        tokio::spawn(async move {
+            let mut progress = t.progress.subscribe();
+            let mut result = t.result.subscribe();
+            let id = t.id;
+            let abandon = |t: &Tracked| {
+                if !t.ended() {
+                    tracing::info!(job = t.id, "the client went away: cancelling its job");
+                    t.abandoned.store(true, Ordering::SeqCst);
+                    t.cancel();
+                }
+                if t.ended() {
+                    daemon.jobs.forget(t.id);
+                }
+            };
+            loop {
+                let outcome = result.borrow_and_update().clone();
+                if let Some(outcome) = outcome {
+                    let update = outcome.map(|proofs| proto::JobUpdate {
+                        job_id: id,
+                        update: Some(proto::job_update::Update::Proofs(proofs)),
+                    });
+                    // Delivered or not, the outcome is gone from here.
+                    let _ = tx.send(update).await;
+                    daemon.jobs.forget(id);
+                    return;
+                }
+                tokio::select! {
+                    biased;
+                    _ = tx.closed() => return abandon(&t),
+                    r = result.changed() => if r.is_err() { return },
+                    p = progress.recv() => match p {
+                        Ok(p) => {
+                            let update = proto::JobUpdate {
+                                job_id: id,
+                                update: Some(proto::job_update::Update::Progress(p)),
+                            };
+                            if tx.send(Ok(update)).await.is_err() {
+                                return abandon(&t);
+                            }
+                        }
+                        // A slow reader misses progress, never the outcome.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => {
+                            if result.changed().await.is_err() {
+                                return;
+                            }
+                        }
+                    },
+                }
+            }
+        });
+        ReceiverStream::new(rx)
+    }
+}

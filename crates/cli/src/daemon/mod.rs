@@ -1,0 +1,311 @@
+//! `cuzk daemon`: the engine behind a gRPC service (`proto/cuzk.proto`) on
+//! a Unix socket or a loopback TCP port, Prometheus metrics on a local
+//! port, and a graceful shutdown (SIGTERM, ctrl-c or the `Shutdown` call):
+//! no new requests, running jobs finish within `shutdown_grace_s` or are
+//! cancelled, every awaiting client gets its outcome, then the socket goes.
+//!
+//! The daemon never writes proofs to disk: they go back to the client as
+//! bytes, and the client writes them (atomically).
+
+pub mod config;
+pub mod jobs;
+pub mod metrics;
+pub mod request;
+pub mod service;
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use cuzk_engine::Engine;
+use tokio::sync::{Notify, watch};
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+
+pub use config::{Address, DaemonConfig, default_address};
+
+use jobs::Jobs;
+use metrics::Metrics;
+
+/// How the daemon was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Let running jobs finish (within the grace period).
+    Drain,
+    /// Cancel running jobs.
+    Cancel,
+}
+
+/// The daemon's shared state.
+#[derive(Debug)]
+pub struct Daemon {
+    pub config: DaemonConfig,
+    pub engine: Arc<Engine>,
+    pub metrics: Arc<Metrics>,
+    pub jobs: Jobs,
+    pub started: Instant,
+    stop: watch::Sender<Option<Stop>>,
+    /// Woken whenever a job ends.
+    changed: Notify,
+}
+
+impl Daemon {
+    /// Whether a shutdown has begun (new requests are refused).
+    pub fn draining(&self) -> bool {
+        self.stop.borrow().is_some()
+    }
+
+    /// Begins a shutdown; a second request may only make it harsher.
+    pub fn request_shutdown(&self, cancel: bool) {
+        let want = if cancel { Stop::Cancel } else { Stop::Drain };
+        self.stop.send_modify(|s| {
+            if *s != Some(Stop::Cancel) {
+                *s = Some(want);
+            }
+        });
+    }
+
+    async fn wait_idle(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.jobs.unfinished() == 0 {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+/// A daemon that is serving.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens (a TCP port 0 resolved).
+    pub address: Address,
+    /// Where `/metrics` is served, if anywhere.
+    pub metrics_address: Option<SocketAddr>,
+    pub daemon: Arc<Daemon>,
+    task: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Running {
+    /// Begins a shutdown (as SIGTERM does with `cancel = false`).
+    pub fn shutdown(&self, cancel: bool) {
+        self.daemon.request_shutdown(cancel);
+    }
+
+    /// Waits for the daemon to stop.
+    pub async fn wait(self) -> Result<()> {
+        self.task.await.context("the daemon task failed")?
+    }
+}
+
+fn bind_unix(path: &Path, mode: u32) -> Result<tokio::net::UnixListener> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the socket directory {}", dir.display()))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            bail!(
+                "another daemon is listening on {} (stop it, or listen elsewhere)",
+                path.display()
+            );
+        }
+        // A socket left by a daemon that died: nobody answers on it.
+        std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove the stale socket {}", path.display()))?;
+    }
+    let listener = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set the mode of {}", path.display()))?;
+    Ok(listener)
+}
+
+/// Starts serving `engine` as `config` says. Call inside a tokio runtime.
+pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
+    config.check()?;
+    let engine = Arc::new(engine);
+    let metrics = Metrics::new()?;
+    {
+        let m = Arc::clone(&metrics);
+        engine
+            .timeline()
+            .add_observer(Box::new(move |span| m.observe_span(span, Instant::now())));
+    }
+    let (stop, _) = watch::channel(None);
+    let daemon = Arc::new(Daemon {
+        config,
+        engine,
+        metrics,
+        jobs: Jobs::default(),
+        started: Instant::now(),
+        stop,
+        changed: Notify::new(),
+    });
+    for p in &daemon.config.preload {
+        let spec = crate::proto::ParamsSpec {
+            source: Some(if daemon.config.param_sets.contains_key(p) {
+                crate::proto::params_spec::Source::Name(p.clone())
+            } else {
+                crate::proto::params_spec::Source::Path(p.clone())
+            }),
+        };
+        let params = request::resolve_params(&daemon.config, Some(&spec))
+            .map_err(|s| anyhow::anyhow!("preload `{p}`: {}", s.message()))?;
+        let engine = Arc::clone(&daemon.engine);
+        tokio::task::spawn_blocking(move || engine.preload_params(&params))
+            .await?
+            .with_context(|| format!("preload `{p}`"))?;
+    }
+
+    let (server_stop_tx, server_stop) = watch::channel(false);
+    let metrics_address = match daemon.config.metrics_addr()? {
+        Some(addr) => {
+            let (bound, _task) = metrics::serve(
+                addr,
+                Arc::clone(&daemon.metrics),
+                Arc::clone(&daemon.engine),
+                server_stop.clone(),
+            )
+            .await?;
+            Some(bound)
+        }
+        None => None,
+    };
+
+    let service = crate::proto::cuzk_server::CuzkServer::new(service::Service(Arc::clone(&daemon)))
+        .max_decoding_message_size(
+            usize::try_from(daemon.config.max_request_bytes.0).unwrap_or(usize::MAX),
+        );
+    let router = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .add_service(service);
+    let mut server_stop_wait = server_stop.clone();
+    let stopped = async move {
+        let _ = server_stop_wait.wait_for(|s| *s).await;
+    };
+    let (address, socket, server) = match &daemon.config.listen {
+        Address::Unix(path) => {
+            let listener = bind_unix(path, daemon.config.socket_mode)?;
+            let server = tokio::spawn(
+                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
+            );
+            (Address::Unix(path.clone()), Some(path.clone()), server)
+        }
+        Address::Tcp(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            let bound = listener.local_addr()?;
+            let server = tokio::spawn(
+                router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped),
+            );
+            (Address::Tcp(bound), None, server)
+        }
+    };
+    tracing::info!(%address, ?metrics_address, "cuzk daemon listening");
+
+    let d = Arc::clone(&daemon);
+    let task = tokio::spawn(async move {
+        let reaper = {
+            let d = Arc::clone(&d);
+            tokio::spawn(async move {
+                let ttl = Duration::from_secs_f64(d.config.result_ttl_s);
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    d.jobs.expire(ttl);
+                }
+            })
+        };
+        let result = lifecycle(&d, server, server_stop_tx).await;
+        reaper.abort();
+        if let Some(path) = socket {
+            remove_socket(&path);
+        }
+        // Dropping the engine joins its threads: not on the runtime.
+        let engine = Arc::clone(&d.engine);
+        drop(d);
+        let _ = tokio::task::spawn_blocking(move || drop(engine)).await;
+        result
+    });
+    Ok(Running {
+        address,
+        metrics_address,
+        daemon,
+        task,
+    })
+}
+
+fn remove_socket(path: &PathBuf) {
+    if let Err(e) = std::fs::remove_file(path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("cannot remove the socket {}: {e}", path.display());
+    }
+}
+
+type ServerTask = tokio::task::JoinHandle<Result<(), tonic::transport::Error>>;
+
+/// Serves until asked to stop, then drains: refuse new work, let jobs
+/// finish (or cancel them), let clients read their outcomes, close.
+async fn lifecycle(
+    d: &Arc<Daemon>,
+    mut server: ServerTask,
+    server_stop: watch::Sender<bool>,
+) -> Result<()> {
+    let mut stop = d.stop.subscribe();
+    tokio::select! {
+        r = &mut server => {
+            // The server ended by itself: an error on the listener.
+            d.request_shutdown(true);
+            d.jobs.cancel_all();
+            return match r {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e).context("the gRPC server failed"),
+                Err(e) => Err(e).context("the gRPC server task failed"),
+            };
+        }
+        _ = stop.wait_for(Option::is_some) => {}
+    }
+    let grace = Duration::from_secs_f64(d.config.shutdown_grace_s);
+    let running = d.jobs.unfinished();
+    tracing::info!(running, "shutting down: no new requests");
+    if *stop.borrow() == Some(Stop::Drain) && running > 0 {
+        tokio::select! {
+            _ = d.wait_idle() => {}
+            _ = tokio::time::sleep(grace) => {
+                tracing::warn!("shutdown grace period over: cancelling the jobs left");
+            }
+            _ = stop.wait_for(|s| *s == Some(Stop::Cancel)) => {
+                tracing::info!("cancelling running jobs");
+            }
+        }
+    }
+    d.jobs.cancel_all();
+    // Cancelled jobs end at their next phase boundary.
+    d.wait_idle().await;
+    // Let every awaiting stream send its outcome, then close: the server
+    // waits for open calls, within a bound.
+    let _ = server_stop.send(true);
+    match tokio::time::timeout(Duration::from_secs(10), &mut server).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!("the gRPC server ended with: {e}"),
+        Ok(Err(e)) => tracing::warn!("the gRPC server task failed: {e}"),
+        Err(_) => {
+            tracing::warn!("clients kept calls open past the shutdown: closing them");
+            server.abort();
+        }
+    }
+    tracing::info!("cuzk daemon stopped");
+    Ok(())
+}

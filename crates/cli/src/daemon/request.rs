@@ -1,0 +1,297 @@
+//! Turning a request into engine terms, refusing what it may not ask for:
+//! malformed circuits and randomness, too many partitions or constraints,
+//! unknown parameter sets, paths outside the allowed directories.
+
+use std::path::{Component, Path, PathBuf};
+
+use blstrs::Scalar;
+use cuzk_engine::{EngineError, ParamsRef, Priority};
+use cuzk_synth::circuits::{CircuitSpec, Family};
+use ff::{Field, PrimeField};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use tonic::{Code, Status};
+
+use super::config::DaemonConfig;
+use crate::proto;
+
+/// A request, checked.
+#[derive(Debug)]
+pub struct Checked {
+    pub spec: CircuitSpec,
+    pub seeds: Vec<u64>,
+    pub params: ParamsRef,
+    pub priority: Priority,
+    pub randomness: Option<Vec<(Scalar, Scalar)>>,
+}
+
+/// Constraints of a built-in circuit, from the family's formula (see
+/// `cuzk circuits`), without building it.
+pub fn constraints(spec: &CircuitSpec) -> u64 {
+    let n = u64::from(spec.size);
+    match spec.family {
+        Family::MulChain | Family::PorepShaped { .. } => 1u64 << n.min(63),
+        Family::Sha256 => (26_704 * n).saturating_sub(670),
+        Family::NoAux => 3 * n + 2,
+        Family::ManyInputs => (1u64 << (n + 1).min(63)) + 2,
+        Family::RepeatedVars | Family::ConstantOnly => 3 * n + 3,
+    }
+}
+
+pub fn priority_from_proto(p: i32) -> Result<Priority, Status> {
+    match proto::Priority::try_from(p) {
+        Ok(proto::Priority::Unspecified | proto::Priority::Normal) => Ok(Priority::Normal),
+        Ok(proto::Priority::Low) => Ok(Priority::Low),
+        Ok(proto::Priority::High) => Ok(Priority::High),
+        Ok(proto::Priority::Critical) => Ok(Priority::Critical),
+        Err(_) => Err(Status::invalid_argument(format!("unknown priority {p}"))),
+    }
+}
+
+pub fn priority_to_proto(p: Priority) -> proto::Priority {
+    match p {
+        Priority::Low => proto::Priority::Low,
+        Priority::Normal => proto::Priority::Normal,
+        Priority::High => proto::Priority::High,
+        Priority::Critical => proto::Priority::Critical,
+    }
+}
+
+/// (r, s) of each partition from a seed, as `cuzk prove --rs-seed` draws
+/// them: the i-th pair from one ChaCha20 stream.
+pub fn seeded_randomness(seed: u64, partitions: usize) -> Vec<(Scalar, Scalar)> {
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    (0..partitions)
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .collect()
+}
+
+fn scalar(bytes: &[u8], what: &str, partition: usize) -> Result<Scalar, Status> {
+    let repr: [u8; 32] = bytes.try_into().map_err(|_| {
+        Status::invalid_argument(format!(
+            "partition {partition}: {what} has {} bytes; a scalar is 32 little-endian bytes",
+            bytes.len()
+        ))
+    })?;
+    Option::from(Scalar::from_repr(repr)).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "partition {partition}: {what} is not a canonical scalar (not below the field modulus)"
+        ))
+    })
+}
+
+/// Resolves a parameter set to a file the daemon may read.
+pub fn resolve_params(
+    config: &DaemonConfig,
+    spec: Option<&proto::ParamsSpec>,
+) -> Result<ParamsRef, Status> {
+    let source = spec.and_then(|p| p.source.as_ref()).ok_or_else(|| {
+        Status::invalid_argument("the request names no parameter set (params.name or params.path)")
+    })?;
+    match source {
+        proto::params_spec::Source::Name(name) => {
+            let path = config.param_sets.get(name).ok_or_else(|| {
+                let known: Vec<&str> = config.param_sets.keys().map(String::as_str).collect();
+                Status::not_found(format!(
+                    "unknown parameter set `{name}`; the daemon knows {}",
+                    if known.is_empty() {
+                        "none (configure [param_sets])".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            })?;
+            let canonical = std::fs::canonicalize(path).map_err(|e| {
+                Status::not_found(format!(
+                    "parameter set `{name}`: cannot open {}: {e}",
+                    path.display()
+                ))
+            })?;
+            Ok(ParamsRef::File(canonical))
+        }
+        proto::params_spec::Source::Path(p) => confine(config, Path::new(p)).map(ParamsRef::File),
+    }
+}
+
+/// The canonical form of `path` if it names a file inside one of the
+/// allowed directories (after following every symbolic link).
+pub fn confine(config: &DaemonConfig, path: &Path) -> Result<PathBuf, Status> {
+    if config.params_dirs.is_empty() {
+        return Err(Status::permission_denied(
+            "this daemon takes no parameter paths (params_dirs is empty); name a configured \
+             parameter set instead",
+        ));
+    }
+    if path.as_os_str().is_empty() {
+        return Err(Status::invalid_argument("the parameter path is empty"));
+    }
+    let joined = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        config.params_dirs[0].join(path)
+    };
+    // Refuse `..` up front, so a path outside is refused whether or not it
+    // exists (no probing of the file system through error messages).
+    if joined.components().any(|c| c == Component::ParentDir) {
+        return Err(outside(path));
+    }
+    let inside = |p: &Path| {
+        config
+            .params_dirs
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .any(|d| p.starts_with(d))
+    };
+    let lexically_inside = config.params_dirs.iter().any(|d| joined.starts_with(d))
+        || config
+            .params_dirs
+            .iter()
+            .filter_map(|d| std::fs::canonicalize(d).ok())
+            .any(|d| joined.starts_with(d));
+    if !lexically_inside {
+        return Err(outside(path));
+    }
+    let canonical = std::fs::canonicalize(&joined)
+        .map_err(|e| Status::not_found(format!("parameter file {}: {e}", path.display())))?;
+    if !inside(&canonical) {
+        // A symbolic link out of the allowed directories.
+        return Err(outside(path));
+    }
+    if !canonical.is_file() {
+        return Err(Status::invalid_argument(format!(
+            "parameter path {} is not a file",
+            path.display()
+        )));
+    }
+    Ok(canonical)
+}
+
+fn outside(path: &Path) -> Status {
+    Status::permission_denied(format!(
+        "parameter path {} is outside the daemon's allowed directories (params_dirs)",
+        path.display()
+    ))
+}
+
+/// Checks a prove request.
+pub fn check(config: &DaemonConfig, req: &proto::ProveRequest) -> Result<Checked, Status> {
+    let spec: CircuitSpec = req.circuit.parse().map_err(|e| {
+        Status::invalid_argument(format!("circuit `{}`: {e}", req.circuit.escape_debug()))
+    })?;
+    let n = constraints(&spec);
+    if n > config.max_constraints {
+        return Err(Status::resource_exhausted(format!(
+            "circuit {spec} has {n} constraints; this daemon takes at most {} (max_constraints)",
+            config.max_constraints
+        )));
+    }
+    let partitions = req.witness_seeds.len();
+    if partitions == 0 {
+        return Err(Status::invalid_argument(
+            "the request has no partitions (witness_seeds is empty)",
+        ));
+    }
+    if partitions > config.max_partitions {
+        return Err(Status::resource_exhausted(format!(
+            "the request has {partitions} partitions; this daemon takes at most {} \
+             (max_partitions)",
+            config.max_partitions
+        )));
+    }
+    let priority = priority_from_proto(req.priority)?;
+    let randomness = match &req.randomness {
+        None => None,
+        Some(proto::prove_request::Randomness::RsSeed(seed)) => {
+            Some(seeded_randomness(*seed, partitions))
+        }
+        Some(proto::prove_request::Randomness::Explicit(e)) => {
+            if e.partitions.len() != partitions {
+                return Err(Status::invalid_argument(format!(
+                    "the request has {partitions} partitions but {} (r, s) pairs",
+                    e.partitions.len()
+                )));
+            }
+            let pairs = e
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, rs)| Ok((scalar(&rs.r, "r", i)?, scalar(&rs.s, "s", i)?)))
+                .collect::<Result<Vec<_>, Status>>()?;
+            Some(pairs)
+        }
+    };
+    let params = resolve_params(config, req.params.as_ref())?;
+    Ok(Checked {
+        spec,
+        seeds: req.witness_seeds.clone(),
+        params,
+        priority,
+        randomness,
+    })
+}
+
+/// The gRPC status of an engine error: what the caller did wrong, what
+/// cannot be had, or what failed.
+pub fn status_of(e: &EngineError) -> Status {
+    let code = match e {
+        EngineError::EmptyRequest
+        | EngineError::RandomnessMismatch { .. }
+        | EngineError::TooManyPartitions { .. } => Code::InvalidArgument,
+        EngineError::ParamsNotRegistered { .. } => Code::NotFound,
+        EngineError::JobNeverFits { .. } | EngineError::NeverFits { .. } => Code::ResourceExhausted,
+        EngineError::Cancelled { .. } | EngineError::WaitCancelled { .. } => Code::Cancelled,
+        EngineError::ShutDown { .. } | EngineError::EngineShutDown => Code::Unavailable,
+        EngineError::Params { .. }
+        | EngineError::ParamsIo { .. }
+        | EngineError::ParamsInUse { .. } => Code::FailedPrecondition,
+        _ => Code::Internal,
+    };
+    Status::new(code, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn constraint_counts_follow_the_families() {
+        for (spec, n) in [
+            ("mul-chain:4", 16),
+            ("porep:12", 4096),
+            ("sha256:1", 26_034),
+            ("no-aux:5", 17),
+            ("many-inputs:3", 18),
+        ] {
+            assert_eq!(constraints(&spec.parse().unwrap()), n, "{spec}");
+        }
+    }
+
+    #[test]
+    fn paths_stay_inside_the_allowed_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("params");
+        std::fs::create_dir(&allowed).unwrap();
+        std::fs::write(allowed.join("a.params"), b"x").unwrap();
+        std::fs::write(root.path().join("secret"), b"x").unwrap();
+        std::os::unix::fs::symlink(root.path().join("secret"), allowed.join("link")).unwrap();
+        let config = DaemonConfig {
+            params_dirs: vec![allowed.clone()],
+            ..DaemonConfig::default()
+        };
+        let ok = confine(&config, Path::new("a.params")).unwrap();
+        assert_eq!(ok, std::fs::canonicalize(allowed.join("a.params")).unwrap());
+        assert_eq!(confine(&config, &allowed.join("a.params")).unwrap(), ok);
+        for bad in [
+            root.path().join("secret"),
+            allowed.join("../secret"),
+            PathBuf::from("../secret"),
+            PathBuf::from("link"),
+            PathBuf::from("/etc/passwd"),
+        ] {
+            let e = confine(&config, &bad).unwrap_err();
+            assert_eq!(e.code(), Code::PermissionDenied, "{bad:?}: {e:?}");
+        }
+        let e = confine(&config, Path::new("missing.params")).unwrap_err();
+        assert_eq!(e.code(), Code::NotFound);
+    }
+}

@@ -1,0 +1,305 @@
+//! The gRPC service: each call checks its request, then asks the engine or
+//! the job registry. Blocking engine calls run on tokio's blocking threads.
+
+use std::sync::Arc;
+
+use cuzk_engine::{ParamsRef, ProofRequest, ShapeId};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::Daemon;
+use super::jobs::{Jobs, Tracked};
+use super::request::{self, priority_to_proto, status_of};
+use crate::proto::{self, cuzk_server::Cuzk};
+
+/// The service over one daemon.
+#[derive(Debug, Clone)]
+pub struct Service(pub Arc<Daemon>);
+
+type UpdateStream = ReceiverStream<Result<proto::JobUpdate, Status>>;
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("a daemon task failed: {e}")))
+}
+
+impl Service {
+    /// Counts a refusal before passing it on.
+    fn refuse(&self, s: Status) -> Status {
+        self.0.metrics.rejected(s.code());
+        s
+    }
+
+    async fn submit(&self, req: proto::ProveRequest) -> Result<Arc<Tracked>, Status> {
+        let daemon = &self.0;
+        if daemon.draining() {
+            return Err(self.refuse(Status::unavailable(
+                "the daemon is shutting down: no more requests are accepted",
+            )));
+        }
+        if daemon.jobs.unfinished() >= daemon.config.max_jobs {
+            return Err(self.refuse(Status::resource_exhausted(format!(
+                "the daemon already has {} unfinished jobs (max_jobs)",
+                daemon.config.max_jobs
+            ))));
+        }
+        let checked = request::check(&daemon.config, &req).map_err(|s| self.refuse(s))?;
+        let circuit = checked.spec.to_string();
+        let partitions = checked.seeds.len() as u32;
+        let engine = Arc::clone(&daemon.engine);
+        let handle = blocking(move || {
+            let parts = checked
+                .seeds
+                .iter()
+                .map(|&seed| checked.spec.build(seed))
+                .collect();
+            let mut request =
+                ProofRequest::new(ShapeId(checked.spec.to_string()), checked.params, parts)
+                    .with_priority(checked.priority);
+            if let Some(rs) = checked.randomness {
+                request = request.with_randomness(rs);
+            }
+            engine.submit(request)
+        })
+        .await?
+        .map_err(|e| self.refuse(status_of(&e)))?;
+        tracing::info!(job = handle.id().0, %circuit, partitions, "job submitted");
+        Ok(Jobs::track(daemon, handle, circuit, partitions))
+    }
+}
+
+#[tonic::async_trait]
+impl Cuzk for Service {
+    async fn submit(
+        &self,
+        req: Request<proto::ProveRequest>,
+    ) -> Result<Response<proto::SubmitReply>, Status> {
+        let t = Service::submit(self, req.into_inner()).await?;
+        Ok(Response::new(proto::SubmitReply { job_id: t.id }))
+    }
+
+    type AwaitJobStream = UpdateStream;
+
+    async fn await_job(
+        &self,
+        req: Request<proto::AwaitRequest>,
+    ) -> Result<Response<UpdateStream>, Status> {
+        let id = req.into_inner().job_id;
+        let t = self.0.jobs.get(id).ok_or_else(|| {
+            Status::not_found(format!(
+                "no job {id}: never submitted, or its result was already delivered or expired"
+            ))
+        })?;
+        Ok(Response::new(Jobs::stream(&self.0, t)))
+    }
+
+    type ProveStream = UpdateStream;
+
+    async fn prove(
+        &self,
+        req: Request<proto::ProveRequest>,
+    ) -> Result<Response<UpdateStream>, Status> {
+        let t = Service::submit(self, req.into_inner()).await?;
+        Ok(Response::new(Jobs::stream(&self.0, t)))
+    }
+
+    async fn cancel(
+        &self,
+        req: Request<proto::CancelRequest>,
+    ) -> Result<Response<proto::CancelReply>, Status> {
+        let id = req.into_inner().job_id;
+        let found = match self.0.jobs.get(id) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        };
+        Ok(Response::new(proto::CancelReply { found }))
+    }
+
+    async fn status(
+        &self,
+        _: Request<proto::StatusRequest>,
+    ) -> Result<Response<proto::StatusReply>, Status> {
+        let daemon = Arc::clone(&self.0);
+        Ok(Response::new(blocking(move || daemon.status()).await?))
+    }
+
+    async fn metrics(
+        &self,
+        _: Request<proto::MetricsRequest>,
+    ) -> Result<Response<proto::MetricsReply>, Status> {
+        let daemon = Arc::clone(&self.0);
+        let text = blocking(move || daemon.metrics.render(&daemon.engine)).await?;
+        Ok(Response::new(proto::MetricsReply { text }))
+    }
+
+    async fn preload(
+        &self,
+        req: Request<proto::ParamsRequest>,
+    ) -> Result<Response<proto::ParamsReply>, Status> {
+        if self.0.draining() {
+            return Err(Status::unavailable("the daemon is shutting down"));
+        }
+        let params = request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
+            .map_err(|s| self.refuse(s))?;
+        let engine = Arc::clone(&self.0.engine);
+        let (id, was) = blocking(move || {
+            let was = engine.has_params(&params);
+            engine.preload_params(&params).map(|()| (params, was))
+        })
+        .await?
+        .map_err(|e| status_of(&e))?;
+        Ok(Response::new(proto::ParamsReply {
+            id: id.to_string(),
+            was_resident: was,
+        }))
+    }
+
+    async fn evict(
+        &self,
+        req: Request<proto::ParamsRequest>,
+    ) -> Result<Response<proto::ParamsReply>, Status> {
+        let params: ParamsRef =
+            request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
+                .map_err(|s| self.refuse(s))?;
+        let removed = self
+            .0
+            .engine
+            .evict_params(&params)
+            .map_err(|e| status_of(&e))?;
+        Ok(Response::new(proto::ParamsReply {
+            id: params.to_string(),
+            was_resident: removed,
+        }))
+    }
+
+    async fn timeline(
+        &self,
+        req: Request<proto::TimelineRequest>,
+    ) -> Result<Response<proto::TimelineReply>, Status> {
+        let all = req.into_inner().all;
+        let daemon = Arc::clone(&self.0);
+        let reply = blocking(move || {
+            let mut data = daemon.engine.timeline().snapshot();
+            if !all {
+                let run = daemon.jobs.run_jobs();
+                data.spans.retain(|s| run.contains(&s.job));
+            }
+            proto::TimelineReply {
+                chrome_trace_json: data.chrome_trace().to_string(),
+                summary_json: serde_json::to_string(&data.summary()).unwrap_or_default(),
+                spans: data.spans.len() as u64,
+            }
+        })
+        .await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn shutdown(
+        &self,
+        req: Request<proto::ShutdownRequest>,
+    ) -> Result<Response<proto::ShutdownReply>, Status> {
+        let cancel = req.into_inner().cancel_running;
+        let running = self.0.jobs.unfinished() as u32;
+        tracing::info!(cancel, running, "shutdown requested through the API");
+        self.0.request_shutdown(cancel);
+        Ok(Response::new(proto::ShutdownReply {
+            running_jobs: running,
+        }))
+    }
+}
+
+impl Daemon {
+    /// The status reply: the engine's snapshot plus the daemon's jobs.
+    pub fn status(&self) -> proto::StatusReply {
+        let s = self.engine.status();
+        let phase = |id: u64| {
+            s.jobs
+                .iter()
+                .find(|j| j.id == id)
+                .map(|j| match j.phase {
+                    cuzk_engine::JobPhase::Waiting => "waiting",
+                    cuzk_engine::JobPhase::Running => "running",
+                    cuzk_engine::JobPhase::Ended => "ended",
+                })
+                .unwrap_or("ended")
+        };
+        let jobs = self
+            .jobs
+            .all()
+            .iter()
+            .map(|t| proto::JobStatus {
+                job_id: t.id,
+                priority: priority_to_proto(t.priority) as i32,
+                circuit: t.circuit.clone(),
+                partitions: t.partitions,
+                proved: t.proved.load(std::sync::atomic::Ordering::Relaxed),
+                state: if t.ended() { "ended" } else { phase(t.id) }.into(),
+            })
+            .collect();
+        let m = s.memory;
+        let p = s.pinned;
+        proto::StatusReply {
+            backend: s.config.backend.into(),
+            queues: s
+                .queues
+                .iter()
+                .map(|q| proto::QueueStatus {
+                    priority: priority_to_proto(q.priority) as i32,
+                    waiting_jobs: q.waiting_jobs as u32,
+                    admitted_jobs: q.running_jobs as u32,
+                    queued_partitions: q.queued_partitions as u32,
+                })
+                .collect(),
+            devices: s
+                .devices
+                .iter()
+                .map(|d| proto::DeviceStatus {
+                    ordinal: d.ordinal as u64,
+                    workers: d.workers as u32,
+                    busy_workers: d.busy_workers as u32,
+                    capacity_bytes: d.capacity_bytes,
+                    reserved_bytes: d.reserved_bytes,
+                    kernel_busy: d.kernel_busy,
+                })
+                .collect(),
+            memory: Some(proto::MemoryStatus {
+                budget_bytes: m.budget_bytes,
+                pce_bytes: m.pce_bytes,
+                params_bytes: m.params_bytes,
+                working_set_bytes: m.working_set_bytes,
+                pinned_idle_bytes: m.pinned_idle_bytes,
+                used_bytes: m.used_bytes,
+                available_bytes: m.available_bytes,
+            }),
+            pinned: Some(proto::PinnedStatus {
+                bytes_held: p.bytes_held as u64,
+                bytes_leased: p.bytes_leased as u64,
+                bytes_idle: p.bytes_idle as u64,
+                buffers_held: p.buffers_held as u64,
+                leases_outstanding: p.leases_outstanding as u64,
+                peak_bytes_held: p.peak_bytes_held as u64,
+            }),
+            params: s
+                .params
+                .iter()
+                .map(|r| proto::ResidentParams {
+                    id: r.id.clone(),
+                    bytes: r.bytes,
+                    users: r.users as u32,
+                })
+                .collect(),
+            cached_shapes: s.pces.iter().map(|r| r.id.clone()).collect(),
+            jobs,
+            dispatch_in_flight: s.dispatch_in_flight as u64,
+            dispatch_bound: s.dispatch_bound as u64,
+            uptime_seconds: self.started.elapsed().as_secs_f64(),
+            shutting_down: self.draining(),
+            workers_per_device: s.config.workers_per_device as u32,
+            synthesis_concurrency: s.config.synthesis_concurrency as u32,
+        }
+    }
+}
