@@ -22,11 +22,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use bellperson::groth16::generate_random_parameters;
-use cuzk_engine::{Auto, Engine, EngineConfig, ParamsRef, ShapeId};
+use cuzk_engine::bench::{BenchParams, Machine, ParamsSource, today};
+use cuzk_engine::{Auto, Engine, EngineConfig, ShapeId};
 use cuzk_synth::circuits::CircuitSpec;
-use rand_chacha::ChaCha20Rng;
-use rand_core::SeedableRng;
 
 struct Args {
     circuit: CircuitSpec,
@@ -88,28 +86,18 @@ fn main() -> Result<()> {
     let args = args()?;
     let spec = args.circuit.clone();
     let shape = ShapeId(spec.to_string());
-    let dir = tempfile::tempdir()?;
-    let fake = if args.fake_params {
-        eprintln!("making fake parameters for {spec} in memory...");
-        let pce = cuzk_synth::Pce::record(spec.build(0))?;
-        Some(Arc::new(cuzk_groth16_cuda::fake::fake_params(&pce, 1)))
-    } else {
-        None
+    let source = match (&args.params, args.fake_params) {
+        (_, true) => ParamsSource::Fake,
+        (Some(p), false) => ParamsSource::File(p.clone()),
+        (None, false) => ParamsSource::Generate,
     };
-    let params = match (&args.params, &fake) {
-        (_, Some(_)) => ParamsRef::Key("fake".into()),
-        (Some(p), None) => ParamsRef::File(p.clone()),
-        (None, None) => {
-            eprintln!("generating parameters for {spec} with bellperson...");
-            let mut rng = ChaCha20Rng::seed_from_u64(1);
-            let params = generate_random_parameters(spec.build(0), &mut rng)?;
-            let path = dir.path().join("params");
-            cuzk_groth16_cuda::write_params(&path, &params)?;
-            ParamsRef::File(path)
-        }
-    };
+    match source {
+        ParamsSource::Fake => eprintln!("making fake parameters for {spec} in memory..."),
+        ParamsSource::Generate => eprintln!("generating parameters for {spec} with bellperson..."),
+        ParamsSource::File(_) => {}
+    }
+    let params = BenchParams::prepare(&spec, &source)?;
     let mut results = Vec::new();
-    let mut gpu_name = String::new();
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out)?;
     }
@@ -118,27 +106,21 @@ fn main() -> Result<()> {
             EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
         config.workers_per_device = Auto::Value(workers);
         let engine = Engine::new(config)?;
-        if let Some(f) = &fake {
-            engine.register_params("fake", Arc::clone(f))?;
-        }
+        params.register(&engine)?;
         let circuit = {
             let spec = spec.clone();
             Arc::new(move |seed| spec.build(seed))
         };
         let (proofs, report, timeline) =
-            cuzk_engine::bench::run(&engine, &shape, &params, args.partitions, |s| circuit(s))?;
+            cuzk_engine::bench::run(&engine, &shape, &params.params, args.partitions, |s| {
+                circuit(s)
+            })?;
         anyhow::ensure!(proofs.len() == args.partitions, "missing proofs");
         eprintln!(
             "{spec}, {} partitions, {workers} worker(s) per device, backend {}: {:.3} s, {:.3} s per partition",
             args.partitions, report.config.backend, report.wall_s, report.seconds_per_partition
         );
         eprintln!("{}", report.summary);
-        let busy = report
-            .summary
-            .devices
-            .iter()
-            .map(|d| d.busy_fraction)
-            .fold(f64::INFINITY, f64::min);
         results.push(serde_json::json!({
             "name": format!(
                 "engine/{}/{}/{}p/{workers}w",
@@ -153,23 +135,17 @@ fn main() -> Result<()> {
             "runs": 1,
             "derived": {
                 "proofs_per_s": 1.0 / report.seconds_per_partition,
-                "gpu_busy": if busy.is_finite() { busy } else { 0.0 },
+                "gpu_busy": report.busy_fraction(),
             },
             "notes": format!(
                 "seconds per partition of one {}-partition job (wall {:.3} s){}; gpu_busy: \
                  time inside kernel regions between the first and the last one; largest gaps: {:?}",
                 args.partitions,
                 report.wall_s,
-                if fake.is_some() { ", fake parameters" } else { "" },
+                if params.is_fake() { ", fake parameters" } else { "" },
                 report.summary.devices.iter().map(|d| &d.largest_gaps).collect::<Vec<_>>()
             ),
         }));
-        if gpu_name.is_empty() {
-            gpu_name = cuzk_gpu_sched::discover()
-                .ok()
-                .and_then(|d| d.first().map(|d| d.name.clone()))
-                .unwrap_or_else(|| "none".into());
-        }
         if let Some(out) = &args.out {
             let stem = format!(
                 "{}-{}p-{workers}w",
@@ -184,28 +160,10 @@ fn main() -> Result<()> {
         }
     }
     if let Some((revision, command)) = &args.json {
-        let driver = std::process::Command::new("nvidia-smi")
-            .args(["--query-gpu=driver_version", "--format=csv,noheader"])
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
-            .unwrap_or_default();
-        let date = std::process::Command::new("date")
-            .arg("+%Y-%m-%d")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default();
         let doc = serde_json::json!({
             "revision": revision,
-            "date": date,
-            "machine": {
-                "gpu": gpu_name,
-                "driver": driver,
-                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-            },
+            "date": today(),
+            "machine": Machine::detect(),
             "command": command,
             "results": results,
         });
