@@ -265,14 +265,14 @@ pub fn report(root: &Path, bundle: &Bundle) -> Result<()> {
 }
 
 #[derive(Debug)]
-struct Package {
+pub(crate) struct Package {
     name: String,
     /// Directory relative to the workspace root, `/`-separated.
     dir: String,
 }
 
 /// Workspace packages by manifest path, and the target directory.
-fn workspace_packages(
+pub(crate) fn workspace_packages(
     root: &Path,
     cargo: &std::ffi::OsStr,
 ) -> Result<(BTreeMap<PathBuf, Package>, PathBuf)> {
@@ -340,7 +340,7 @@ fn select_packages(
 
 /// Runs a cargo command with JSON messages on stdout (diagnostics rendered to
 /// stderr as usual) and returns the messages.
-fn cargo_json(root: &Path, command: &mut Command) -> Result<Vec<Value>> {
+pub(crate) fn cargo_json(root: &Path, command: &mut Command) -> Result<Vec<Value>> {
     command
         .current_dir(root)
         .arg("--message-format=json-render-diagnostics")
@@ -364,7 +364,7 @@ fn cargo_json(root: &Path, command: &mut Command) -> Result<Vec<Value>> {
 
 /// Test executables (`profile.test`) and other executables among cargo's
 /// `compiler-artifact` messages, sorted by name.
-fn parse_artifacts(
+pub(crate) fn parse_artifacts(
     messages: &[Value],
     root: &Path,
     packages: &BTreeMap<PathBuf, Package>,
@@ -440,7 +440,7 @@ fn is_plain_name(name: &str) -> bool {
 }
 
 /// Copies `src` to `dst` without debug information; returns the size.
-fn strip_into(src: &Path, dst: &Path) -> Result<u64> {
+pub(crate) fn strip_into(src: &Path, dst: &Path) -> Result<u64> {
     // --strip-debug keeps the symbol table, so panics and backtraces on the
     // GPU machine still name functions; the debug info is most of the size.
     let status = Command::new("strip")
@@ -460,7 +460,7 @@ fn strip_into(src: &Path, dst: &Path) -> Result<u64> {
 }
 
 #[cfg(unix)]
-fn make_executable(path: &Path) -> Result<()> {
+pub(crate) fn make_executable(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mut permissions = fs::metadata(path)?.permissions();
     permissions.set_mode(0o755);
@@ -468,18 +468,18 @@ fn make_executable(path: &Path) -> Result<()> {
 }
 
 #[cfg(not(unix))]
-fn make_executable(_: &Path) -> Result<()> {
+pub(crate) fn make_executable(_: &Path) -> Result<()> {
     Ok(())
 }
 
-fn is_empty_dir(dir: &Path) -> Result<bool> {
+pub(crate) fn is_empty_dir(dir: &Path) -> Result<bool> {
     Ok(fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .next()
         .is_none())
 }
 
-fn dir_size(dir: &Path) -> Result<u64> {
+pub(crate) fn dir_size(dir: &Path) -> Result<u64> {
     let mut total = 0;
     for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry?;
@@ -495,7 +495,7 @@ fn dir_size(dir: &Path) -> Result<u64> {
 
 /// Bytes of the files the transfer to the GPU machine sends besides carried paths: tracked
 /// files and untracked files git does not ignore.
-fn working_tree_bytes(root: &Path) -> Result<u64> {
+pub(crate) fn working_tree_bytes(root: &Path) -> Result<u64> {
     let output = Command::new("git")
         .current_dir(root)
         .args([
@@ -523,7 +523,7 @@ fn relative_slash_path(path: &Path) -> String {
         .join("/")
 }
 
-fn show(command: &Command) -> String {
+pub(crate) fn show(command: &Command) -> String {
     std::iter::once(command.get_program())
         .chain(command.get_args())
         .map(|a| a.to_string_lossy())
@@ -531,7 +531,7 @@ fn show(command: &Command) -> String {
         .join(" ")
 }
 
-fn mib(bytes: u64) -> f64 {
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / f64::from(1u32 << 20)
 }
 

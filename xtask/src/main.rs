@@ -8,6 +8,13 @@
 //!   test executables and the `cuzk` binary, strip them and gather them with
 //!   a run script in `.device/bundle/`, for the GPU machine (no cargo there):
 //!   `bash .device/bundle/run.sh [FILTER] [TEST ARGS...]`.
+//! - `cargo xtask sweep bundle [--out DIR] [--with-cuzk]`: the `cuzk-sweep`
+//!   binary, stripped and packed with run.sh into `.device/sweep/` for the GPU
+//!   machine: `bash .device/sweep/run.sh --circuit ... --grid key=v1,v2 ...`.
+//! - `cargo xtask sweep run -- ARGS`: builds and runs `cuzk-sweep run ARGS`
+//!   here (CPU backend without a GPU).
+//! - `cargo xtask sweep plot JSON... [--out DIR]`: redraws the SVGs of saved
+//!   sweep results.
 
 use std::{
     path::{Path, PathBuf},
@@ -19,6 +26,7 @@ use clap::{Parser, Subcommand};
 
 mod bundle;
 mod ptx;
+mod sweep;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -58,6 +66,47 @@ enum Cmd {
         /// with the working tree).
         #[arg(long, default_value_t = 60, value_name = "MIB")]
         max_mib: u64,
+    },
+    /// Engine sweeps over a grid of settings (the cuzk-sweep binary): bundle
+    /// it for the GPU machine, run it here, or redraw saved plots.
+    Sweep {
+        #[command(subcommand)]
+        command: SweepCmd,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SweepCmd {
+    /// Build cuzk-sweep in release, strip it and pack it with run.sh and its
+    /// git revision into .device/sweep/ for the GPU machine.
+    Bundle {
+        /// The bundle folder [default: .device/sweep in the workspace];
+        /// replaced when it holds a bundle.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Also bundle the cuzk binary (e.g. for `cuzk setup --gpu` there).
+        #[arg(long)]
+        with_cuzk: bool,
+        /// Refuse a bundle larger than this.
+        #[arg(long, default_value_t = 60, value_name = "MIB")]
+        max_mib: u64,
+    },
+    /// Build cuzk-sweep and run `cuzk-sweep run --rev <revision> ARGS` here.
+    Run {
+        /// A debug build instead of release (quicker to build, slower to run).
+        #[arg(long)]
+        debug: bool,
+        /// Arguments of `cuzk-sweep run` (after `--`), e.g. --circuit porep:10
+        /// --grid workers_per_device=1,2 --engine backend=cpu.
+        #[arg(last = true, value_name = "ARGS")]
+        args: Vec<String>,
+    },
+    /// Redraw the SVGs of saved sweep JSON files (beside each, or into --out).
+    Plot {
+        #[arg(required = true, value_name = "JSON")]
+        files: Vec<PathBuf>,
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
 }
 
@@ -103,6 +152,32 @@ fn run(cli: Cli) -> Result<()> {
             };
             let made = bundle::run(&root, &options).context("cargo xtask bundle")?;
             bundle::report(&root, &made)
+        }
+        Cmd::Sweep { command } => {
+            let root = workspace_root();
+            match command {
+                SweepCmd::Bundle {
+                    out,
+                    with_cuzk,
+                    max_mib,
+                } => {
+                    let options = sweep::BundleOptions {
+                        out: out.unwrap_or_else(|| root.join(".device").join("sweep")),
+                        with_cuzk,
+                        max_mib,
+                    };
+                    sweep::bundle(&root, &options).context("cargo xtask sweep bundle")?;
+                    Ok(())
+                }
+                SweepCmd::Run { debug, args } => {
+                    sweep::run_binary(&root, debug, &sweep::run_args(&root, &args))
+                        .context("cargo xtask sweep run")
+                }
+                SweepCmd::Plot { files, out } => {
+                    sweep::run_binary(&root, false, &sweep::plot_args(&files, out.as_deref()))
+                        .context("cargo xtask sweep plot")
+                }
+            }
         }
     }
 }

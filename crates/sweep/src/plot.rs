@@ -13,8 +13,31 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::report::{PointResult, SweepDoc, file_safe};
+
+/// Series colours (Tableau 10: distinct, and readable on white).
+const COLORS: [(u8, u8, u8); 10] = [
+    (31, 119, 180),
+    (255, 127, 14),
+    (44, 160, 44),
+    (214, 39, 40),
+    (148, 103, 189),
+    (140, 86, 75),
+    (227, 119, 194),
+    (127, 127, 127),
+    (188, 189, 34),
+    (23, 190, 207),
+];
+
+fn color(i: usize) -> RGBAColor {
+    let (r, g, b) = COLORS[i % COLORS.len()];
+    RGBColor(r, g, b).to_rgba()
+}
+
+/// Room on the right of each panel for the legend, in pixels.
+const LEGEND_WIDTH: u32 = 320;
 
 /// One line: its name and its points (x index, median, min, max).
 #[derive(Debug, Clone, PartialEq)]
@@ -162,7 +185,7 @@ fn series(
 }
 
 fn draw_file(path: &Path, title: &str, x: &XAxis, rates: &[Series], busy: &[Series]) -> Result<()> {
-    let root = SVGBackend::new(path, (960, 900)).into_drawing_area();
+    let root = SVGBackend::new(path, (1100, 900)).into_drawing_area();
     root.fill(&WHITE).map_err(plot_error)?;
     let root = root.titled(title, ("sans-serif", 18)).map_err(plot_error)?;
     let (top, bottom) = root.split_vertically(450);
@@ -185,6 +208,7 @@ fn panel(
 ) -> Result<()> {
     let mut chart = ChartBuilder::on(area)
         .margin(16)
+        .margin_right(LEGEND_WIDTH)
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(
@@ -205,17 +229,13 @@ fn panel(
         .map_err(plot_error)?;
     let at = |i: usize| SegmentValue::CenterOf(i);
     for (i, s) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = color(i);
         chart
             .draw_series(LineSeries::new(
                 s.points.iter().map(|p| (at(p.0), p.1)),
                 color.stroke_width(2),
             ))
-            .map_err(plot_error)?
-            .label(s.name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+            .map_err(plot_error)?;
         chart
             .draw_series(
                 s.points
@@ -229,13 +249,27 @@ fn panel(
             }))
             .map_err(plot_error)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
+    // The legend, drawn by hand in the right margin: plotters' own legend
+    // is clipped to the plotting area, where it would hide data.
+    let (left, _) = chart.plotting_area().get_pixel_range();
+    let x0 = left.end + 16;
+    for (i, s) in series.iter().enumerate() {
+        let color = color(i);
+        let y = 24 + 20 * i as i32;
+        area.draw(&PathElement::new(
+            vec![(x0, y), (x0 + 24, y)],
+            color.stroke_width(2),
+        ))
         .map_err(plot_error)?;
+        area.draw(&Circle::new((x0 + 12, y), 4, color.filled()))
+            .map_err(plot_error)?;
+        let style = ("sans-serif", 13)
+            .into_font()
+            .color(&BLACK)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        area.draw(&Text::new(s.name.clone(), (x0 + 32, y), style))
+            .map_err(plot_error)?;
+    }
     Ok(())
 }
 
