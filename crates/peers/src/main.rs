@@ -1,0 +1,299 @@
+//! cuzk beside a peer prover in one run, on the same circuit (`porep:K`,
+//! exactly 2^K constraints), the same parameters, r and s, with the proofs
+//! compared byte for byte.
+//!
+//! The peer is bellperson's `create_proof`: its CPU prover in a default
+//! build, its SupraSeal GPU prover when built with `--features supraseal`
+//! (bellperson's `cuda-supraseal` replaces the prover for the whole build,
+//! so the two peers are two builds of this binary).
+//!
+//! Both sides are timed from a circuit to a proof (synthesis included:
+//! bellperson's `create_proof` synthesizes the circuit itself); cuzk's
+//! figure without synthesis is reported beside it. Parameters are fake
+//! (cuzk's cheap pseudo-random points of the right counts, the same work
+//! for every prover; the proofs compare byte for byte but do not verify);
+//! SupraSeal reads them from a file, written once per size into the work
+//! directory. Per size: one cuzk warm-up proof (modules, parameter upload),
+//! then `--runs` cuzk proofs and `--peer-runs` peer proofs, run i of both
+//! with the same witness seed, r and s.
+//!
+//! ```text
+//! peer_bench <short git revision> <command line for the record>
+//!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR]
+//! ```
+//! Writes the bench-data JSON (area `peers`) to stdout, progress to stderr.
+
+// The benchmark examples' run facts (date, driver), shared by path.
+#[path = "../../groth16-cuda/examples/common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use bellperson::groth16::{Parameters, Proof};
+use blstrs::Scalar;
+use cuzk_groth16_cuda::fake::fake_params;
+use cuzk_groth16_cuda::{AbcInput, Bls12, GpuProver, Prover, ProverInput};
+use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::{Pce, Witness};
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde_json::{Value, json};
+
+/// bellperson's CPU prover.
+#[cfg(not(feature = "supraseal"))]
+mod peer {
+    use super::*;
+
+    pub const NAME: &str = "bellperson-cpu";
+
+    pub struct Peer;
+
+    impl Peer {
+        pub fn load(_params: &Parameters<Bls12>, _dir: &Path) -> Result<Self> {
+            Ok(Peer)
+        }
+
+        pub fn prove(
+            &self,
+            spec: &CircuitSpec,
+            seed: u64,
+            params: &Parameters<Bls12>,
+            r: Scalar,
+            s: Scalar,
+        ) -> Result<Proof<Bls12>> {
+            Ok(bellperson::groth16::create_proof(
+                spec.build(seed),
+                params,
+                r,
+                s,
+            )?)
+        }
+    }
+}
+
+/// bellperson's SupraSeal prover: parameters from a file into its own SRS.
+#[cfg(feature = "supraseal")]
+mod peer {
+    use super::*;
+    use bellperson::groth16::SuprasealParameters;
+
+    pub const NAME: &str = "bellperson-supraseal";
+
+    pub struct Peer(SuprasealParameters<Bls12>);
+
+    impl Peer {
+        pub fn load(params: &Parameters<Bls12>, dir: &Path) -> Result<Self> {
+            let file = dir.join("peer.params");
+            cuzk_groth16_cuda::write_params(&file, params)?;
+            let srs = SuprasealParameters::new(file.clone())
+                .with_context(|| format!("SupraSeal reading {}", file.display()))?;
+            std::fs::remove_file(&file).ok();
+            Ok(Peer(srs))
+        }
+
+        pub fn prove(
+            &self,
+            spec: &CircuitSpec,
+            seed: u64,
+            _params: &Parameters<Bls12>,
+            r: Scalar,
+            s: Scalar,
+        ) -> Result<Proof<Bls12>> {
+            Ok(bellperson::groth16::create_proof::<
+                Bls12,
+                _,
+                &SuprasealParameters<Bls12>,
+            >(spec.build(seed), &self.0, r, s)?)
+        }
+    }
+}
+
+struct Args {
+    revision: String,
+    command: String,
+    sizes: Vec<u32>,
+    runs: usize,
+    peer_runs: usize,
+    workdir: PathBuf,
+}
+
+fn args() -> Result<Args> {
+    let mut it = std::env::args().skip(1);
+    let revision = it.next().context("missing <short git revision>")?;
+    let command = it.next().context("missing <command line>")?;
+    let mut a = Args {
+        revision,
+        command,
+        sizes: vec![20, 22],
+        runs: 3,
+        peer_runs: 2,
+        workdir: std::env::temp_dir(),
+    };
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--sizes" => {
+                a.sizes = value
+                    .split(',')
+                    .map(|s| s.trim().parse::<u32>())
+                    .collect::<std::result::Result<_, _>>()
+                    .context("--sizes takes comma-separated log2 sizes")?
+            }
+            "--runs" => a.runs = value.parse().context("--runs takes a count")?,
+            "--peer-runs" => a.peer_runs = value.parse().context("--peer-runs takes a count")?,
+            "--workdir" => a.workdir = value.into(),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    if a.runs == 0 || a.peer_runs == 0 || a.peer_runs > a.runs {
+        bail!("need 1 <= --peer-runs <= --runs");
+    }
+    Ok(a)
+}
+
+fn proof_bytes(p: &Proof<Bls12>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(192);
+    p.write(&mut v).expect("writing to a Vec cannot fail");
+    v
+}
+
+/// A bench-data result: median, min and max of seconds, plus `extra`.
+fn result(name: String, v: &[f64], extra: Value) -> Value {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let mut r = json!({
+        "name": name, "unit": "s", "median": s[s.len() / 2], "min": s[0],
+        "max": s[s.len() - 1], "runs": s.len(),
+    });
+    if let (Value::Object(r), Value::Object(e)) = (&mut r, extra) {
+        r.extend(e);
+    }
+    r
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let args = args()?;
+    let gpu = GpuProver::new(0).context("cuzk's side of the comparison needs a GPU")?;
+    let gpu_name = gpu.gpu().name().to_owned();
+    eprintln!("GPU 0: {gpu_name}; peer: {}", peer::NAME);
+    let workdir = tempfile::tempdir_in(&args.workdir)
+        .with_context(|| format!("a work directory in {}", args.workdir.display()))?;
+    let mut results = Vec::new();
+    for &k in &args.sizes {
+        let spec: CircuitSpec = format!("porep:{k}").parse()?;
+        let size = format!("2^{k}");
+        let pce = Pce::record(spec.build(0))?;
+        let params = fake_params(&pce, 42);
+        let t = Instant::now();
+        let peer = peer::Peer::load(&params, workdir.path())?;
+        let peer_load = t.elapsed().as_secs_f64();
+
+        // Warm-up: loads the modules, uploads the parameters, grows scratch.
+        let witness =
+            Witness::synthesize_with_capacity(spec.build(1), pce.num_inputs, pce.num_aux)?;
+        let input = ProverInput {
+            pce: &pce,
+            witness: &witness,
+            abc: AbcInput::FromPce,
+        };
+        gpu.prove(input, &params, Scalar::ONE, Scalar::ONE)?;
+        drop(witness);
+
+        let mut rng = ChaCha20Rng::seed_from_u64(u64::from(k));
+        let runs: Vec<(u64, Scalar, Scalar)> = (0..args.runs)
+            .map(|i| {
+                (
+                    2 + i as u64,
+                    Scalar::random(&mut rng),
+                    Scalar::random(&mut rng),
+                )
+            })
+            .collect();
+        let (mut included, mut excluded, mut ours) = (Vec::new(), Vec::new(), Vec::new());
+        for &(seed, r, s) in &runs {
+            let t = Instant::now();
+            let witness =
+                Witness::synthesize_with_capacity(spec.build(seed), pce.num_inputs, pce.num_aux)?;
+            let synth = t.elapsed();
+            let out = gpu.prove(
+                ProverInput {
+                    pce: &pce,
+                    witness: &witness,
+                    abc: AbcInput::FromPce,
+                },
+                &params,
+                r,
+                s,
+            )?;
+            let all = t.elapsed();
+            included.push(all.as_secs_f64());
+            excluded.push((all - synth).as_secs_f64());
+            ours.push(proof_bytes(&out.proof));
+            eprintln!("{spec}: cuzk {all:.3?} (synthesis {synth:.3?})");
+        }
+
+        let mut theirs = Vec::new();
+        let mut identical = true;
+        for (i, &(seed, r, s)) in runs.iter().take(args.peer_runs).enumerate() {
+            let t = Instant::now();
+            let proof = peer.prove(&spec, seed, &params, r, s)?;
+            let d = t.elapsed();
+            let same = proof_bytes(&proof) == ours[i];
+            identical &= same;
+            theirs.push(d.as_secs_f64());
+            eprintln!("{spec}: {} {d:.3?}, byte-identical: {same}", peer::NAME);
+        }
+
+        let cuzk = median(&included);
+        let peer_median = median(&theirs);
+        results.push(result(
+            format!("peers/{size}/porep/cuzk/synthesis-included"),
+            &included,
+            json!({
+                "baseline": {"name": peer::NAME, "median": peer_median, "runs": theirs.len()},
+                "ratio_vs_baseline": peer_median / cuzk,
+                "byte_identical_to_baseline": identical,
+                "notes": "GPU 0, a/b/c on the GPU, parameters resident (uploaded in a warm-up \
+                          proof); fake parameters, the same for both provers",
+            }),
+        ));
+        results.push(result(
+            format!("peers/{size}/porep/cuzk/synthesis-excluded"),
+            &excluded,
+            json!({}),
+        ));
+        results.push(result(
+            format!("peers/{size}/porep/{}/create_proof", peer::NAME),
+            &theirs,
+            json!({
+                "notes": format!(
+                    "bellperson::groth16::create_proof, its own synthesis included; \
+                     parameters loaded in {peer_load:.3} s (not included)"
+                ),
+            }),
+        ));
+        gpu.evict_params();
+    }
+    let out = json!({
+        "revision": args.revision,
+        "date": common::today(),
+        "machine": {
+            "gpu": gpu_name,
+            "driver": common::driver_version(),
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        },
+        "command": args.command,
+        "results": results,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
