@@ -1,13 +1,17 @@
 //! Filecoin's circuits proved through the cuzk engine: PoRep commit phase 2
-//! from a C1 output, WinningPoSt and WindowPoSt from vanilla proofs, and
-//! SnapDeals (empty sector update) from its vanilla partition proofs.
+//! from a C1 output ([`porep`]), WinningPoSt and WindowPoSt from vanilla
+//! proofs ([`post`]), and SnapDeals (empty sector update) from its vanilla
+//! partition proofs ([`update`]).
 //!
 //! The circuits, public inputs and proof layout are storage-proofs' own
 //! (`CompoundProof::circuit` for each partition, proofs concatenated as
-//! `MultiProof::write`), so filecoin-proofs' verifiers accept the result;
-//! only the Groth16 proving runs on [`cuzk_engine::Engine`], on whichever
-//! backend it has. With the same (r, s), every partition proof is byte for
-//! byte bellperson's.
+//! `MultiProof::write`), so filecoin-proofs' verifiers (`verify_seal`,
+//! `verify_winning_post`, `verify_window_post`,
+//! `verify_empty_sector_update_proof`) accept the result; only the Groth16
+//! proving runs on [`cuzk_engine::Engine`], on whichever backend it has.
+//! With the same (r, s), every partition proof is byte for byte
+//! bellperson's. Engine priorities: WinningPoSt CRITICAL, WindowPoSt HIGH,
+//! PoRep C2 and SnapDeals NORMAL.
 //!
 //! filecoin-proofs and storage-proofs are used with their GPU features off:
 //! this crate must never make them load OpenCL or CUDA code of their own.
@@ -22,9 +26,11 @@ pub mod post;
 pub mod prove;
 pub mod sector;
 pub mod testing;
+pub mod update;
 
 pub use error::{FilecoinError, Result};
 pub use params::ParamFiles;
 pub use porep::{C1Output, C2Proof};
 pub use prove::{Partitions, proofs_from_bytes, proofs_to_bytes};
-pub use sector::{PostKind, PostProof, SealProof, SealVersion, SectorSize};
+pub use sector::{PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof};
+pub use update::UpdateInput;

@@ -325,6 +325,79 @@ impl FromStr for PostProof {
     }
 }
 
+/// A registered SnapDeals (empty sector update) proof such as
+/// `StackedDrg2KiBV1` (filecoin-proofs-api's `RegisteredUpdateProof`): one
+/// per sector size, API version 1.2, no features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpdateProof {
+    sector_size: SectorSize,
+}
+
+impl UpdateProof {
+    /// The update proof of `sector_size`; sizes without an update circuit
+    /// in storage-proofs-update (1 GiB) are refused.
+    pub fn new(sector_size: SectorSize) -> Result<UpdateProof> {
+        if sector_size.0 == SECTOR_SIZE_1_GIB {
+            return Err(FilecoinError::BadInput {
+                what: "sector size",
+                detail: "storage-proofs-update has no SnapDeals circuit for 1GiB sectors".into(),
+            });
+        }
+        Ok(UpdateProof { sector_size })
+    }
+
+    pub fn sector_size(self) -> SectorSize {
+        self.sector_size
+    }
+
+    /// filecoin-proofs-api's number of this proof (`StackedDrg2KiBV1` is 0);
+    /// `None` for sector sizes that are not published.
+    pub fn registered_id(self) -> Option<u64> {
+        PUBLISHED
+            .iter()
+            .position(|&b| b == self.sector_size.0)
+            .map(|i| i as u64)
+    }
+
+    /// The PoRep configuration filecoin-proofs-api's `as_v1_config` gives
+    /// this proof; of it, the update proof uses only the sector size.
+    pub fn config(self) -> Result<PoRepConfig> {
+        let mut porep_id = [0u8; 32];
+        porep_id[..8].copy_from_slice(&self.registered_id().unwrap_or(0).to_le_bytes());
+        PoRepConfig::new_groth16_with_features(
+            self.sector_size.bytes(),
+            porep_id,
+            ApiVersion::V1_2_0,
+            vec![],
+        )
+        .map_err(FilecoinError::proofs("SnapDeals configuration"))
+    }
+}
+
+impl fmt::Display for UpdateProof {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StackedDrg{}V1", self.sector_size)
+    }
+}
+
+impl FromStr for UpdateProof {
+    type Err = FilecoinError;
+
+    /// `StackedDrg2KiBV1`, `StackedDrg32GiBV1`.
+    fn from_str(s: &str) -> Result<UpdateProof> {
+        let unknown = || FilecoinError::UnknownProof {
+            name: s.to_owned(),
+            examples: "StackedDrg2KiBV1, StackedDrg32GiBV1 (SnapDeals update proofs)",
+        };
+        let rest = s.strip_prefix("StackedDrg").ok_or_else(unknown)?;
+        let size = rest.strip_suffix("V1").ok_or_else(unknown)?;
+        if !size.ends_with("iB") {
+            return Err(unknown());
+        }
+        UpdateProof::new(size.parse().map_err(|_| unknown())?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,5 +447,34 @@ mod tests {
         let p: PostProof = "StackedDrgWinning2KiBV1".parse().unwrap();
         assert_eq!(p.config().challenge_count, 66);
         assert!("StackedDrgLosing2KiBV1".parse::<PostProof>().is_err());
+    }
+
+    #[test]
+    fn registered_update_proofs_round_trip_with_filecoin_numbers() {
+        let p: UpdateProof = "StackedDrg2KiBV1".parse().unwrap();
+        assert_eq!(p.sector_size(), SectorSize::KIB2);
+        assert_eq!(
+            (p.registered_id(), p.to_string().as_str()),
+            (Some(0), "StackedDrg2KiBV1")
+        );
+        let p: UpdateProof = "StackedDrg64GiBV1".parse().unwrap();
+        assert_eq!(p.registered_id(), Some(4));
+        let config = p.config().unwrap();
+        assert_eq!(config.porep_id[..8], 4u64.to_le_bytes());
+        assert_eq!(config.api_version, ApiVersion::V1_2_0);
+        for bad in [
+            "StackedDrg2KiBV1_1",
+            "StackedDrg3KiBV1",
+            "StackedDrgV1",
+            "2KiB",
+        ] {
+            let e = bad.parse::<UpdateProof>().unwrap_err();
+            assert!(e.to_string().contains("unknown registered proof"), "{e}");
+        }
+        let e = "StackedDrg1GiBV1".parse::<UpdateProof>().unwrap_err();
+        assert!(
+            e.to_string().contains("no SnapDeals circuit for 1GiB"),
+            "{e}"
+        );
     }
 }

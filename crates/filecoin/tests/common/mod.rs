@@ -1,6 +1,6 @@
 //! Shared by the Filecoin tests: test-only parameter and parent caches
 //! under the target directory (never the production paths), one engine,
-//! and one sealed 2 KiB sector per test binary.
+//! and one sealed 2 KiB sector (or one updated CC sector) per test binary.
 
 #![allow(dead_code)]
 
@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use blstrs::Scalar;
 use cuzk_engine::{Backend, Engine, EngineConfig};
-use cuzk_filecoin::testing::{self, SealedSector};
+use cuzk_filecoin::testing::{self, SealedSector, UpdatedSector};
 use cuzk_filecoin::{SealProof, SectorSize};
 use ff::Field;
 use filecoin_proofs::SectorShape2KiB;
@@ -78,6 +78,28 @@ pub fn sealed_2kib() -> &'static SealedSector<SectorShape2KiB> {
         let sealed = testing::seal(SealProof::v1_1(SectorSize::KIB2), &dir, 7).unwrap();
         eprintln!("sealed a 2 KiB sector in {:.2?}", start.elapsed());
         sealed
+    })
+}
+
+/// A 2 KiB CC sector sealed with `StackedDrg2KiBV1_1`, then updated with
+/// new data as SnapDeals does (once per binary).
+pub fn updated_2kib() -> &'static UpdatedSector<SectorShape2KiB> {
+    static UPDATED: OnceLock<UpdatedSector<SectorShape2KiB>> = OnceLock::new();
+    UPDATED.get_or_init(|| {
+        init();
+        let exe = std::env::current_exe().unwrap();
+        let name = exe.file_stem().unwrap().to_string_lossy().into_owned();
+        let dir = root().join(format!("cc-2kib-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let start = std::time::Instant::now();
+        let sealed = testing::seal_cc(SealProof::v1_1(SectorSize::KIB2), &dir, 11).unwrap();
+        let updated = testing::update(&sealed, &dir, 12).unwrap();
+        eprintln!(
+            "sealed a 2 KiB CC sector and updated it in {:.2?}",
+            start.elapsed()
+        );
+        updated
     })
 }
 
