@@ -87,6 +87,10 @@ enum SweepCmd {
         /// Also bundle the cuzk binary (e.g. for `cuzk setup --gpu` there).
         #[arg(long)]
         with_cuzk: bool,
+        /// Also bundle the criterion benches of groth16-cuda and synth
+        /// (`run.sh bench [FILTER] [CRITERION ARGS]` there).
+        #[arg(long)]
+        with_benches: bool,
         /// Refuse a bundle larger than this.
         #[arg(long, default_value_t = 60, value_name = "MIB")]
         max_mib: u64,
@@ -159,11 +163,13 @@ fn run(cli: Cli) -> Result<()> {
                 SweepCmd::Bundle {
                     out,
                     with_cuzk,
+                    with_benches,
                     max_mib,
                 } => {
                     let options = sweep::BundleOptions {
                         out: out.unwrap_or_else(|| root.join(".device").join("sweep")),
                         with_cuzk,
+                        with_benches,
                         max_mib,
                     };
                     sweep::bundle(&root, &options).context("cargo xtask sweep bundle")?;

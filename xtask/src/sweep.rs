@@ -7,6 +7,8 @@
 //!   (default `.device/sweep/`); on the GPU machine
 //!   `bash .device/sweep/run.sh --circuit ... --grid ...` runs
 //!   `cuzk-sweep run` with the bundle's revision and `--out $OUT`.
+//!   `--with-benches` adds the criterion benches of groth16-cuda and synth,
+//!   run there with `bash .device/sweep/run.sh bench [FILTER] [ARGS]`.
 //! - `sweep run [--debug] -- ARGS`: builds it and runs `cuzk-sweep run
 //!   --rev <this checkout's revision> ARGS` here (the CPU backend without a
 //!   GPU).
@@ -44,6 +46,32 @@ const SWEEP_SOURCES: &[&str] = &[
     "crates/sweep",
 ];
 const CLI_SOURCES: &[&str] = &["crates/cli", "crates/filecoin"];
+/// Packages whose criterion benches `--with-benches` bundles.
+const BENCH_PACKAGES: &[&str] = &["cuzk-groth16-cuda", "cuzk-synth"];
+
+/// Builds the criterion benches of [`BENCH_PACKAGES`] (bench profile) and
+/// returns (target name, executable) of each.
+fn build_benches(root: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let (packages, _) = workspace_packages(root, &cargo)?;
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["bench", "--no-run"]);
+    for p in BENCH_PACKAGES {
+        cmd.args(["--package", p]);
+    }
+    let messages = cargo_json(root, &mut cmd)?;
+    let (tests, _) = parse_artifacts(&messages, root, &packages)?;
+    let benches: Vec<(String, PathBuf)> = tests
+        .into_iter()
+        .filter(|t| t.kind == "bench")
+        .filter_map(|t| {
+            let target = t.name.rsplit('.').next()?.to_owned();
+            Some((target, t.executable))
+        })
+        .collect();
+    ensure!(!benches.is_empty(), "{} built no bench", show(&cmd));
+    Ok(benches)
+}
 
 /// What `cargo xtask sweep bundle` was asked for.
 #[derive(Debug)]
@@ -51,6 +79,8 @@ pub struct BundleOptions {
     pub out: PathBuf,
     /// Also bundle the `cuzk` binary (e.g. for `cuzk setup --gpu` there).
     pub with_cuzk: bool,
+    /// Also bundle the criterion benches (`run.sh bench [FILTER]`).
+    pub with_benches: bool,
     pub max_mib: u64,
 }
 
@@ -99,11 +129,17 @@ pub fn revision(root: &Path, sources: &[&str]) -> String {
 /// Builds, strips and packs the sweep binary (and `cuzk` when asked) with
 /// run.sh into `options.out`; returns the bundle's size in bytes.
 pub fn bundle(root: &Path, options: &BundleOptions) -> Result<u64> {
+    // Built first: a failing build leaves an existing bundle as it was.
     let sweep = build(root, PACKAGE, BIN, false)?;
     let cuzk = if options.with_cuzk {
         Some(build(root, CLI_PACKAGE, CLI_BIN, false)?)
     } else {
         None
+    };
+    let benches = if options.with_benches {
+        build_benches(root)?
+    } else {
+        Vec::new()
     };
     let mut sources = SWEEP_SOURCES.to_vec();
     if options.with_cuzk {
@@ -129,9 +165,13 @@ pub fn bundle(root: &Path, options: &BundleOptions) -> Result<u64> {
     let staging = dir.join(".staging");
     let bin = staging.join("bin");
     fs::create_dir_all(&bin).with_context(|| format!("creating {}", bin.display()))?;
-    let mut sizes = vec![(BIN, strip_into(&sweep, &bin.join(BIN))?)];
+    let mut sizes = vec![(BIN.to_owned(), strip_into(&sweep, &bin.join(BIN))?)];
     if let Some(cuzk) = &cuzk {
-        sizes.push((CLI_BIN, strip_into(cuzk, &bin.join(CLI_BIN))?));
+        sizes.push((CLI_BIN.to_owned(), strip_into(cuzk, &bin.join(CLI_BIN))?));
+    }
+    for (target, exe) in &benches {
+        let name = format!("bench-{target}");
+        sizes.push((name.clone(), strip_into(exe, &bin.join(&name))?));
     }
     // Beside the binary, so cuzk-sweep records it when run by hand too.
     fs::write(bin.join("REV"), format!("{rev}\n"))?;

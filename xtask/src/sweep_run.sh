@@ -5,12 +5,19 @@
 #
 #   bash .device/sweep/run.sh [RUN ARGS...]       # cuzk-sweep run --out "$OUT" --rev <rev> RUN ARGS
 #   bash .device/sweep/run.sh plot JSON... [--out DIR]   # redraw the SVGs of saved results
+#   bash .device/sweep/run.sh bench [FILTER] [CRITERION ARGS...]
+#                                                 # the criterion benches whose name holds
+#                                                 # FILTER (msm, ntt, proof, synth; all), when
+#                                                 # bundled with --with-benches
 #   bash .device/sweep/run.sh --unpack            # print the folder holding bin/
 #
 # e.g. bash .device/sweep/run.sh --circuit porep:20,porep:22 --partitions 10 \
 #          --repeats 3 --grid workers_per_device=1,2,3 --engine backend=gpu --fake-params
 #
 # OUT: where the results go (default ./out); a later --out in RUN ARGS wins.
+# Benches: each one's output also goes to $OUT/bench-<name>.log; criterion's
+# own files to $CRITERION_HOME (default: beside the unpacked binaries);
+# CUZK_REQUIRE_GPU defaults to 1 (no GPU is a failure, not a skip).
 # The revision recorded is the one the bundle was built from (@REV@); a later
 # --rev wins. The binary is packed in payload.tar.gz and unpacked once per
 # payload into ${TMPDIR:-/tmp}/cuzk-sweep-<checksum>/.
@@ -40,6 +47,31 @@ case "${1:-}" in
     ;;
 plot | help | --help | -h)
     exec "$SWEEP" "$@"
+    ;;
+bench)
+    shift
+    FILTER=${1:-}
+    [ $# -gt 0 ] && shift
+    [ "$FILTER" = all ] && FILTER=
+    OUT=${OUT:-./out}
+    mkdir -p "$OUT"
+    export CUZK_REQUIRE_GPU=${CUZK_REQUIRE_GPU:-1}
+    export CRITERION_HOME=${CRITERION_HOME:-$FILES/criterion}
+    found=0
+    status=0
+    for exe in "$FILES"/bin/bench-*; do
+        [ -e "$exe" ] || continue
+        name=${exe##*/bench-}
+        if [ -n "$FILTER" ] && [[ "$name" != *"$FILTER"* ]]; then continue; fi
+        found=1
+        echo "== bench $name ($REV)" >&2
+        "$exe" --bench "$@" 2>&1 | tee "$OUT/bench-$name.log" || status=1
+    done
+    if [ $found -eq 0 ]; then
+        echo "run.sh: no bench matches '$FILTER' (make the bundle with --with-benches)" >&2
+        exit 2
+    fi
+    exit $status
     ;;
 esac
 

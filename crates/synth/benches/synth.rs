@@ -1,0 +1,56 @@
+//! CPU synthesis of the built-in PoRep-shaped circuit (`porep:K`, 2^K
+//! constraints): the witness (`Witness::synthesize_with_capacity`) and
+//! a/b/c by SpMV (`evaluate`), ids `witness/porep/2^K` and `spmv/porep/2^K`.
+//! Sizes 2^14 and 2^16 by default; `CUZK_BENCH_LOG2=18,20` picks others.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::{Pce, Witness, evaluate};
+
+/// log2 sizes from `CUZK_BENCH_LOG2` (comma-separated), else `default`.
+fn sizes(default: &[u32]) -> Vec<u32> {
+    match std::env::var("CUZK_BENCH_LOG2") {
+        Ok(v) if !v.trim().is_empty() => v
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .unwrap_or_else(|_| panic!("CUZK_BENCH_LOG2={v}: not a list of log2 sizes"))
+            })
+            .collect(),
+        _ => default.to_vec(),
+    }
+}
+
+fn synthesis(c: &mut Criterion) {
+    for k in sizes(&[14, 16]) {
+        let spec: CircuitSpec = format!("porep:{k}").parse().expect("a porep size in range");
+        let pce = Pce::record(spec.build(0)).expect("the built-in circuit records");
+        let size = format!("2^{k}");
+        let rows = Throughput::Elements(1 << k);
+
+        let mut group = c.benchmark_group("witness");
+        group.throughput(rows.clone()).sample_size(10);
+        group.bench_function(BenchmarkId::new("porep", &size), |b| {
+            b.iter(|| {
+                Witness::synthesize_with_capacity(spec.build(1), pce.num_inputs, pce.num_aux)
+                    .expect("the built-in circuit synthesizes")
+            })
+        });
+        group.finish();
+
+        let witness = Witness::synthesize_with_capacity(spec.build(1), pce.num_inputs, pce.num_aux)
+            .expect("the built-in circuit synthesizes");
+        let mut group = c.benchmark_group("spmv");
+        group.throughput(rows).sample_size(10);
+        group.bench_function(BenchmarkId::new("porep", &size), |b| {
+            b.iter(|| evaluate(black_box(&pce), black_box(&witness)).expect("shapes match"))
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, synthesis);
+criterion_main!(benches);
