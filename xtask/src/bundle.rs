@@ -15,9 +15,12 @@
 //! ```text
 //! tests.tsv    one line per test executable: name, crate dir, kind
 //! bins.tsv     one line per binary: bundle path, path the tests expect it at
+//!              (`cuzk`, and every other workspace binary an integration
+//!              test runs, e.g. `cuzk-sweep`)
 //! tests/<pkg>.<kind>[.<target>]   the test executables, e.g.
 //!              tests/cuzk-groth16-cuda.test.gpu_runtime, tests/cuzk-synth.lib
 //! bin/cuzk     the cuzk binary
+//! bin/<bin>    the other workspace binaries the tests run (cuzk-sweep)
 //! bin/<name>   the examples of the bundled packages (`cargo test` builds
 //!              them), e.g. bin/arith_bench, for runs by hand
 //! ```
@@ -170,10 +173,36 @@ pub fn run(root: &Path, options: &Options) -> Result<Bundle> {
         let rel = path.strip_prefix(root).unwrap_or(path);
         writeln!(bins_tsv, "bin/{CLI_BIN}\t{}", rel.display())?;
     }
+    // Other workspace binaries the integration tests run
+    // (`env!("CARGO_BIN_EXE_cuzk-sweep")`), placed the same way.
+    let mut others: Vec<&Entry> = test_bins
+        .iter()
+        .filter(|b| b.kind == "bin" && b.name != CLI_BIN && b.crate_dir != "xtask")
+        .collect();
+    others.sort_by(|a, b| a.name.cmp(&b.name));
+    others.dedup_by(|a, b| a.name == b.name);
+    for other in others {
+        ensure!(
+            is_plain_name(&other.name),
+            "binary {} cannot go into bin/ under its name",
+            other.name
+        );
+        let size = strip_into(&other.executable, &staging.join("bin").join(&other.name))?;
+        bins.push((format!("bin/{}", other.name), size));
+        let rel = other
+            .executable
+            .strip_prefix(root)
+            .unwrap_or(&other.executable);
+        writeln!(bins_tsv, "bin/{}\t{}", other.name, rel.display())?;
+    }
     fs::write(staging.join("bins.tsv"), bins_tsv)?;
     for example in test_bins.iter().filter(|b| b.kind == "example") {
         ensure!(
-            example.name != CLI_BIN && is_plain_name(&example.name),
+            example.name != CLI_BIN
+                && is_plain_name(&example.name)
+                && !bins
+                    .iter()
+                    .any(|(b, _)| *b == format!("bin/{}", example.name)),
             "example {} cannot go into bin/ under its name",
             example.name
         );
