@@ -1,5 +1,5 @@
-//! `cuzk prove porep-c2 | winning-post | window-post`: Filecoin proofs from
-//! their vanilla proofs, through the engine (`cuzk-filecoin`).
+//! `cuzk prove porep-c2 | winning-post | window-post | snap-deals`: Filecoin
+//! proofs from their vanilla proofs, through the engine (`cuzk-filecoin`).
 //!
 //! These are parsed apart from the rest of `cuzk prove` (which proves
 //! built-in circuits): `main` hands the command line over when its second
@@ -13,10 +13,10 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use cuzk_engine::{Engine, EngineConfig};
 use cuzk_filecoin::post::PostInput;
-use cuzk_filecoin::{C1Output, PostKind, SealProof};
+use cuzk_filecoin::{C1Output, PostKind, SealProof, UpdateInput};
 
 /// The `cuzk prove` kinds handled here.
-pub const KINDS: [&str; 3] = ["porep-c2", "winning-post", "window-post"];
+pub const KINDS: [&str; 4] = ["porep-c2", "winning-post", "window-post", "snap-deals"];
 
 #[derive(Debug, Parser)]
 #[command(
@@ -60,6 +60,19 @@ enum Kind {
     WindowPost {
         #[arg(long)]
         input: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// SnapDeals (empty sector update) from a request file: {registered_proof (e.g.
+    /// StackedDrg32GiBV1), comm_r_old, comm_r_new, comm_d_new, vanilla_proofs} with
+    /// filecoin-proofs' PartitionProof JSON (the output of generate_partition_proofs).
+    SnapDeals {
+        /// The request file (JSON).
+        #[arg(long, visible_alias = "input")]
+        request: PathBuf,
+        /// Where to write the proof (192 bytes per partition, as filecoin-proofs writes it).
         #[arg(long)]
         out: PathBuf,
         #[command(flatten)]
@@ -159,7 +172,42 @@ fn run(kind: Kind) -> Result<()> {
         }
         Kind::WinningPost { input, out, common } => post(PostKind::Winning, &input, &out, &common),
         Kind::WindowPost { input, out, common } => post(PostKind::Window, &input, &out, &common),
+        Kind::SnapDeals {
+            request,
+            out,
+            common,
+        } => snap_deals(&request, &out, &common),
     }
+}
+
+fn snap_deals(request: &Path, out: &Path, common: &Common) -> Result<()> {
+    let input = UpdateInput::from_file(request)
+        .with_context(|| format!("reading {}", request.display()))?;
+    // A mismatch of commitments and vanilla proofs is named here, before any
+    // SNARK work (as porep-c2 checks its C1).
+    input
+        .check_vanilla()
+        .with_context(|| format!("checking {}", request.display()))?;
+    let dir = param_dir(common);
+    let engine = engine(common)?;
+    let start = Instant::now();
+    let proof = input.prove(&engine, &dir, None)?;
+    let took = start.elapsed();
+    if common.verify && !input.verify(&dir, &proof.bytes)? {
+        bail!("the proof does not verify; nothing was written");
+    }
+    write_proof(out, &proof.bytes)?;
+    println!(
+        "wrote SnapDeals proof of {} ({} partition(s), {} bytes) to {} in {took:.2?} ({} \
+         backend){}",
+        input.proof(),
+        input.partitions(),
+        proof.bytes.len(),
+        out.display(),
+        engine.config().backend,
+        if common.verify { "; verified" } else { "" }
+    );
+    Ok(())
 }
 
 fn post(kind: PostKind, input: &Path, out: &Path, common: &Common) -> Result<()> {

@@ -57,7 +57,7 @@ enum Command {
         seed: Option<u64>,
     },
     /// Prove an instance of a built-in circuit, in this process or through a daemon.
-    /// Filecoin proofs: `cuzk prove porep-c2|winning-post|window-post --help`.
+    /// Filecoin proofs: `cuzk prove porep-c2|winning-post|window-post|snap-deals --help`.
     Prove {
         #[command(flatten)]
         instance: Instance,
@@ -186,7 +186,8 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    // `cuzk prove porep-c2|winning-post|window-post ...`: Filecoin proofs (filecoin.rs).
+    // `cuzk prove porep-c2|winning-post|window-post|snap-deals ...`: Filecoin proofs
+    // (filecoin.rs).
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let result = filecoin::try_run(&argv).unwrap_or_else(|| run(Cli::parse_from(&argv)));
     match result {

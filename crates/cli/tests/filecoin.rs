@@ -1,14 +1,17 @@
-//! `cuzk prove porep-c2 | window-post` end to end: a real 2 KiB sector
-//! sealed here, seeded test parameters in a test directory, the binary's
-//! proof accepted by filecoin-proofs' `verify_window_post`; bad input gives
-//! an error naming the problem and writes nothing.
+//! `cuzk prove porep-c2 | window-post | snap-deals` end to end: real 2 KiB
+//! sectors sealed (and, for SnapDeals, updated) here, seeded test
+//! parameters in a test directory, the binary's proofs accepted by
+//! filecoin-proofs' `verify_window_post` and
+//! `verify_empty_sector_update_proof`; bad input gives an error naming the
+//! problem and writes nothing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use cuzk_filecoin::post::{self, PostInput};
-use cuzk_filecoin::{PostKind, PostProof, SealProof, SectorSize, testing};
+use cuzk_filecoin::{PostKind, PostProof, SealProof, SectorSize, testing, update};
 use filecoin_proofs::{
     PrivateReplicaInfo, PublicReplicaInfo, SectorShape2KiB, generate_fallback_sector_challenges,
     generate_single_vanilla_proof,
@@ -34,18 +37,37 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Seed of the test parameters: cuzk-filecoin's tests use the same one.
+const PARAM_SEED: u64 = 0x5EED_F11E;
+
+/// Points filecoin-proofs' caches at test directories (once, before any
+/// test reads them) and returns the parameter directory: cuzk-filecoin's
+/// tests' (`target/tmp/cuzk-filecoin/params-seed-5eedf11e`), whose files
+/// are the same for the same seed, so neither generates them twice.
+fn init() -> &'static Path {
+    static PARAMS: OnceLock<PathBuf> = OnceLock::new();
+    PARAMS.get_or_init(|| {
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let params = tmp
+            .join("cuzk-filecoin")
+            .join(format!("params-seed-{PARAM_SEED:x}"));
+        let parents = tmp.join("cuzk-cli-filecoin").join("parents");
+        std::fs::create_dir_all(&params).unwrap();
+        std::fs::create_dir_all(&parents).unwrap();
+        // SAFETY: set once, before any test of this binary calls into
+        // filecoin-proofs (every test calls `init` first and waits on this
+        // OnceLock); nothing else in these tests touches the environment.
+        unsafe {
+            std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &params);
+            std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
+        }
+        params
+    })
+}
+
 #[test]
 fn filecoin_proofs_from_the_command_line() {
-    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuzk-cli-filecoin");
-    let params = root.join("params-seed-5eedf11e");
-    std::fs::create_dir_all(&params).unwrap();
-    std::fs::create_dir_all(root.join("parents")).unwrap();
-    // SAFETY: this binary has one test, and it sets these before anything
-    // reads the environment.
-    unsafe {
-        std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &params);
-        std::env::set_var("FIL_PROOFS_PARENT_CACHE", root.join("parents"));
-    }
+    let params = init();
     let work = tempfile::tempdir().unwrap();
     let sector = work.path().join("sector");
     std::fs::create_dir_all(&sector).unwrap();
@@ -117,7 +139,7 @@ fn filecoin_proofs_from_the_command_line() {
         sector_size: SectorSize::KIB2,
         api_version: ApiVersion::V1_1_0,
     };
-    post::generate_test_params(proof, &params, 0x5EED_F11E).unwrap();
+    post::generate_test_params(proof, params, PARAM_SEED).unwrap();
     let config = proof.config();
     let randomness = [4u8; 32];
     let replica = PrivateReplicaInfo::<SectorShape2KiB>::new(
@@ -157,7 +179,7 @@ fn filecoin_proofs_from_the_command_line() {
         "--out",
         s(&window_proof),
         "--param-cache",
-        s(&params),
+        s(params),
         "--verify",
         "--set",
         "backend=cpu",
@@ -188,8 +210,128 @@ fn filecoin_proofs_from_the_command_line() {
         "--out",
         s(&window_proof),
         "--param-cache",
-        s(&params),
+        s(params),
     ]);
     assert!(!out.status.success());
     assert!(text(&out).contains("not a WinningPoSt"), "{}", text(&out));
+}
+
+#[test]
+fn snap_deals_from_the_command_line() {
+    let params = init();
+    let work = tempfile::tempdir().unwrap();
+    let sector = work.path().join("sector");
+    std::fs::create_dir_all(&sector).unwrap();
+    let sealed =
+        testing::seal_cc::<SectorShape2KiB>(SealProof::v1_1(SectorSize::KIB2), &sector, 5).unwrap();
+    let updated = testing::update(&sealed, &sector, 6).unwrap();
+    update::generate_test_params(updated.proof, params, PARAM_SEED).unwrap();
+
+    let out = cuzk(&["prove", "snap-deals", "--help"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("--request") && t.contains("--verify"), "{t}");
+
+    let json = updated.request_json().unwrap();
+    let request = work.path().join("update.json");
+    std::fs::write(&request, &json).unwrap();
+    let proof_path = work.path().join("update.proof");
+    let prove = |request: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "prove",
+            "snap-deals",
+            "--request",
+            s(request),
+            "--out",
+            s(&proof_path),
+            "--set",
+            "backend=cpu",
+        ];
+        args.extend_from_slice(extra);
+        cuzk(&args)
+    };
+    let edited = |name: &str, f: &dyn Fn(&mut serde_json::Value)| {
+        let mut v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        f(&mut v);
+        let path = work.path().join(name);
+        std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+        path
+    };
+
+    // A truncated request: refused, nothing written.
+    let truncated = work.path().join("truncated.json");
+    std::fs::write(&truncated, &json[..json.len() - 9]).unwrap();
+    let out = prove(&truncated, &[]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("truncated"), "{}", text(&out));
+    assert!(!proof_path.exists());
+    // ...for another sector size.
+    let other = edited("other.json", &|v| {
+        v["registered_proof"] = "StackedDrg32GiBV1".into()
+    });
+    let out = prove(&other, &[]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("is for 2KiB sectors, but 32GiB"),
+        "{}",
+        text(&out)
+    );
+    // ...with a commitment that is not the update's.
+    let wrong = edited("wrong.json", &|v| {
+        let byte = &mut v["comm_d_new"][3];
+        *byte = (byte.as_u64().unwrap() ^ 4).into();
+    });
+    let out = prove(&wrong, &[]);
+    assert!(!out.status.success());
+    let t = text(&out);
+    assert!(
+        t.contains("do not verify against its comm_r_old, comm_r_new and comm_d_new"),
+        "{t}"
+    );
+    assert!(!t.contains("panicked"), "{t}");
+    // ...without its parameters.
+    let empty = work.path().join("no-params");
+    let out = prove(&request, &["--param-cache", s(&empty)]);
+    assert!(!out.status.success());
+    let t = text(&out);
+    assert!(
+        t.contains("no Groth16 parameters at") && t.contains("v28-empty-sector-update-"),
+        "{t}"
+    );
+    assert!(!proof_path.exists());
+
+    // The proof (`--input`, as window-post names it, is the same option).
+    let out = cuzk(&[
+        "prove",
+        "snap-deals",
+        "--input",
+        s(&request),
+        "--out",
+        s(&proof_path),
+        "--param-cache",
+        s(params),
+        "--verify",
+        "--set",
+        "backend=cpu",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(
+        t.contains("wrote SnapDeals proof of StackedDrg2KiBV1 (1 partition(s), 192 bytes)")
+            && t.contains("verified"),
+        "{t}"
+    );
+    let bytes = std::fs::read(&proof_path).unwrap();
+    let config = updated.proof.config().unwrap();
+    assert!(
+        filecoin_proofs::verify_empty_sector_update_proof::<SectorShape2KiB>(
+            &config,
+            &bytes,
+            updated.comm_r_old,
+            updated.comm_r_new,
+            updated.comm_d_new,
+        )
+        .unwrap(),
+        "verify_empty_sector_update_proof refused the binary's proof"
+    );
 }

@@ -150,6 +150,7 @@ macro_rules! with_tree_of {
         }
     };
 }
+
 // By hand: storage-proofs-update's proofs have no `Debug`.
 impl std::fmt::Debug for UpdateAny {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
