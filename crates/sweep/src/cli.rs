@@ -176,6 +176,19 @@ where
             for svg in &written.svgs {
                 eprintln!("wrote {}", svg.display());
             }
+            let failures = &written.doc.failures;
+            if !failures.is_empty() {
+                let list: Vec<String> = failures
+                    .iter()
+                    .map(|f| format!("{} at {}: {}", f.circuit, f.settings, f.error))
+                    .collect();
+                bail!(
+                    "{} of {} points failed (the others are in the files above):\n  {}",
+                    failures.len(),
+                    failures.len() + written.doc.results.len(),
+                    list.join("\n  ")
+                );
+            }
             Ok(())
         }
         Command::Plot { files, out } => {

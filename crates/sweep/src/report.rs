@@ -22,8 +22,20 @@ pub struct SweepDoc {
     pub command: String,
     /// What was swept.
     pub sweep: SweepSetup,
-    /// One per circuit and grid point, in the order they ran.
+    /// One per circuit and grid point that ran, in the order they ran.
     pub results: Vec<PointResult>,
+    /// The circuits and grid points that failed, with the error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<Failure>,
+}
+
+/// A circuit at a grid point that could not be measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub circuit: String,
+    pub settings: Point,
+    /// The error chain.
+    pub error: String,
 }
 
 /// The sweep's fixed settings.

@@ -15,7 +15,7 @@ use cuzk_engine::{Engine, EngineConfig, ShapeId, TimelineData};
 use cuzk_synth::circuits::CircuitSpec;
 
 use crate::report::{
-    Derived, PointResult, Resolved, StageMedian, SweepDoc, SweepSetup, file_safe, stem,
+    Derived, Failure, PointResult, Resolved, StageMedian, SweepDoc, SweepSetup, file_safe, stem,
     write_atomically,
 };
 
@@ -62,7 +62,8 @@ impl Plan {
     }
 }
 
-/// What a finished sweep wrote.
+/// What a finished sweep wrote. Points that failed are in
+/// `doc.failures`; the rest were measured.
 #[derive(Debug)]
 pub struct Written {
     pub json: PathBuf,
@@ -71,7 +72,9 @@ pub struct Written {
     pub doc: SweepDoc,
 }
 
-/// Runs the sweep and writes its files; progress goes to stderr.
+/// Runs the sweep and writes its files; progress goes to stderr. An error
+/// means nothing could run (a bad plan, an unwritable folder); a grid point
+/// that fails is recorded in the document's `failures` instead.
 pub fn run(plan: &Plan) -> Result<Written> {
     let base = plan.check()?;
     fs::create_dir_all(&plan.out).with_context(|| format!("creating {}", plan.out.display()))?;
@@ -89,6 +92,7 @@ pub fn run(plan: &Plan) -> Result<Written> {
             params: describe_params(&plan.params),
         },
         results: Vec::new(),
+        failures: Vec::new(),
     };
     let stem = stem(&doc.date, &doc.revision, plan.label.as_deref());
     let points = plan.grid.points();
@@ -100,26 +104,51 @@ pub fn run(plan: &Plan) -> Result<Written> {
         plan.partitions,
         doc.machine.gpu
     );
-    let mut written = None;
-    let mut svgs = Vec::new();
     for (spec, source) in plan.circuits.iter().zip(&plan.params) {
         let t = Instant::now();
-        let params = BenchParams::prepare(spec, source)
-            .with_context(|| format!("parameters for {spec} ({})", source.describe()))?;
+        let params = match BenchParams::prepare(spec, source) {
+            Ok(p) => p,
+            Err(e) => {
+                // Every point of this circuit fails the same way; the other
+                // circuits still run.
+                let error = format!("parameters ({}): {e}", source.describe());
+                eprintln!("{spec}: FAILED: {error}");
+                for point in &points {
+                    doc.failures.push(Failure {
+                        circuit: spec.to_string(),
+                        settings: point.clone(),
+                        error: error.clone(),
+                    });
+                }
+                doc.write(&plan.out, &stem)?;
+                continue;
+            }
+        };
         eprintln!(
             "{spec}: parameters ({}) in {:.1} s",
             source.describe(),
             t.elapsed().as_secs_f64()
         );
         for point in &points {
-            let result = run_point(plan, &base, spec, &params, point, &stem)
-                .with_context(|| format!("{spec} at {point}"))?;
-            doc.results.push(result);
-            written = Some(doc.write(&plan.out, &stem)?);
+            // A point that fails (a setting the machine cannot take, say) is
+            // recorded and the sweep goes on.
+            match run_point(plan, &base, spec, &params, point, &stem) {
+                Ok(result) => doc.results.push(result),
+                Err(e) => {
+                    eprintln!("{spec} {point}: FAILED: {e:#}");
+                    doc.failures.push(Failure {
+                        circuit: spec.to_string(),
+                        settings: point.clone(),
+                        error: format!("{e:#}"),
+                    });
+                }
+            }
+            doc.write(&plan.out, &stem)?;
         }
-        svgs = crate::plot::draw(&doc, &plan.out, &stem)?;
+        crate::plot::draw(&doc, &plan.out, &stem)?;
     }
-    let (json, csv) = written.context("the sweep ran no grid point")?;
+    let (json, csv) = doc.write(&plan.out, &stem)?;
+    let svgs = crate::plot::draw(&doc, &plan.out, &stem)?;
     Ok(Written {
         json,
         csv,

@@ -2,7 +2,8 @@
 //! × a two-value grid × two repeats write a JSON document, a CSV and a plot
 //! that parse and hold one result per circuit and grid point with sane
 //! numbers; `cuzk-sweep plot` redraws the same plot from the JSON; a bad
-//! grid key fails before any work, naming the key.
+//! grid key fails before any work, naming the key; a grid point the engine
+//! refuses is recorded as a failure while the others are measured.
 
 use std::path::Path;
 use std::process::Command;
@@ -182,4 +183,48 @@ fn a_bad_grid_fails_before_any_work() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("worker_per_device"), "{stderr}");
     assert!(!tmp.path().join("out").exists(), "nothing was written");
+}
+
+#[test]
+fn a_point_that_fails_is_recorded_and_the_others_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let output = sweep(
+        &[
+            "run",
+            "--circuit",
+            "porep:7",
+            "--partitions",
+            "1",
+            "--repeats",
+            "1",
+            "--grid",
+            "host_memory_budget=1KiB,1GiB",
+            "--engine",
+            "backend=cpu",
+            "--rev",
+            "t",
+            "--out",
+            "out",
+        ],
+        tmp.path(),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a failed point fails the run");
+    assert!(stderr.contains("1 of 2 points failed"), "{stderr}");
+    let json = files_ending(&tmp.path().join("out"), ".json");
+    let doc = SweepDoc::read(&json[0]).unwrap();
+    assert_eq!(doc.results.len(), 1);
+    assert_eq!(
+        doc.results[0].settings.get("host_memory_budget"),
+        Some("1GiB")
+    );
+    assert!(doc.results[0].derived.proofs_per_s > 0.0);
+    assert_eq!(doc.failures.len(), 1);
+    assert_eq!(
+        doc.failures[0].settings.get("host_memory_budget"),
+        Some("1KiB")
+    );
+    assert!(!doc.failures[0].error.is_empty());
+    let svg = files_ending(&tmp.path().join("out"), ".svg");
+    assert_eq!(svg.len(), 1, "the plot of what ran: {svg:?}");
 }
