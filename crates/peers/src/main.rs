@@ -18,7 +18,7 @@
 //! with the same witness seed, r and s.
 //!
 //! ```text
-//! peer_bench <short git revision> <command line for the record>
+//! cuzk-peers <short git revision> <command line for the record>
 //!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR]
 //! ```
 //! Writes the bench-data JSON (area `peers`) to stdout, progress to stderr.
