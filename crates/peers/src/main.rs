@@ -19,9 +19,11 @@
 //!
 //! ```text
 //! cuzk-peers <short git revision> <command line for the record>
-//!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR]
+//!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR] [--out FILE]
 //! ```
-//! Writes the bench-data JSON (area `peers`) to stdout, progress to stderr.
+//! Writes the bench-data JSON (area `peers`) to stdout at the end, and with
+//! `--out` also to FILE after every peer proof (so a run cut short by a
+//! time limit keeps what it measured); progress to stderr.
 
 // The benchmark examples' run facts (date, driver), shared by path.
 #[path = "../../groth16-cuda/examples/common/mod.rs"]
@@ -118,6 +120,7 @@ struct Args {
     runs: usize,
     peer_runs: usize,
     workdir: PathBuf,
+    out: Option<PathBuf>,
 }
 
 fn args() -> Result<Args> {
@@ -131,6 +134,7 @@ fn args() -> Result<Args> {
         runs: 3,
         peer_runs: 2,
         workdir: std::env::temp_dir(),
+        out: None,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -145,6 +149,7 @@ fn args() -> Result<Args> {
             "--runs" => a.runs = value.parse().context("--runs takes a count")?,
             "--peer-runs" => a.peer_runs = value.parse().context("--peer-runs takes a count")?,
             "--workdir" => a.workdir = value.into(),
+            "--out" => a.out = Some(value.into()),
             other => bail!("unknown flag {other}"),
         }
     }
@@ -180,6 +185,71 @@ fn median(v: &[f64]) -> f64 {
     s[s.len() / 2]
 }
 
+/// The three results of one size: cuzk with and without synthesis, the peer.
+fn size_results(
+    size: &str,
+    included: &[f64],
+    excluded: &[f64],
+    theirs: &[f64],
+    identical: bool,
+    peer_load: f64,
+) -> Vec<Value> {
+    let peer_median = median(theirs);
+    vec![
+        result(
+            format!("peers/{size}/porep/cuzk/synthesis-included"),
+            included,
+            json!({
+                "baseline": {"name": peer::NAME, "median": peer_median, "runs": theirs.len()},
+                "ratio_vs_baseline": peer_median / median(included),
+                "byte_identical_to_baseline": identical,
+                "notes": "GPU 0, a/b/c on the GPU, parameters resident (uploaded in a warm-up \
+                          proof); fake parameters, the same for both provers",
+            }),
+        ),
+        result(
+            format!("peers/{size}/porep/cuzk/synthesis-excluded"),
+            excluded,
+            json!({}),
+        ),
+        result(
+            format!("peers/{size}/porep/{}/create_proof", peer::NAME),
+            theirs,
+            json!({
+                "notes": format!(
+                    "bellperson::groth16::create_proof, its own synthesis included; \
+                     parameters loaded in {peer_load:.3} s (not included)"
+                ),
+            }),
+        ),
+    ]
+}
+
+/// The bench-data document, also rewritten into `--out` as results come.
+struct Report {
+    head: Value,
+    out: Option<PathBuf>,
+}
+
+impl Report {
+    fn json(&self, done: &[Value], partial: &[Value]) -> Value {
+        let mut doc = self.head.clone();
+        doc["results"] = done.iter().chain(partial).cloned().collect();
+        doc
+    }
+
+    fn write(&self, done: &[Value], partial: &[Value]) -> Result<()> {
+        let Some(path) = &self.out else {
+            return Ok(());
+        };
+        let text = serde_json::to_string_pretty(&self.json(done, partial))?;
+        let tmp = path.with_extension("json.partial");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .with_context(|| format!("writing {}", path.display()))
+    }
+}
+
 fn main() -> Result<()> {
     let args = args()?;
     let gpu = GpuProver::new(0).context("cuzk's side of the comparison needs a GPU")?;
@@ -187,6 +257,19 @@ fn main() -> Result<()> {
     eprintln!("GPU 0: {gpu_name}; peer: {}", peer::NAME);
     let workdir = tempfile::tempdir_in(&args.workdir)
         .with_context(|| format!("a work directory in {}", args.workdir.display()))?;
+    let report = Report {
+        head: json!({
+            "revision": args.revision,
+            "date": common::today(),
+            "machine": {
+                "gpu": gpu_name,
+                "driver": common::driver_version(),
+                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            },
+            "command": args.command,
+        }),
+        out: args.out.clone(),
+    };
     let mut results = Vec::new();
     for &k in &args.sizes {
         let spec: CircuitSpec = format!("porep:{k}").parse()?;
@@ -251,49 +334,20 @@ fn main() -> Result<()> {
             identical &= same;
             theirs.push(d.as_secs_f64());
             eprintln!("{spec}: {} {d:.3?}, byte-identical: {same}", peer::NAME);
+            // A run cut short (a time limit) keeps what it measured.
+            let partial = size_results(&size, &included, &excluded, &theirs, identical, peer_load);
+            report.write(&results, &partial)?;
         }
 
-        let cuzk = median(&included);
-        let peer_median = median(&theirs);
-        results.push(result(
-            format!("peers/{size}/porep/cuzk/synthesis-included"),
-            &included,
-            json!({
-                "baseline": {"name": peer::NAME, "median": peer_median, "runs": theirs.len()},
-                "ratio_vs_baseline": peer_median / cuzk,
-                "byte_identical_to_baseline": identical,
-                "notes": "GPU 0, a/b/c on the GPU, parameters resident (uploaded in a warm-up \
-                          proof); fake parameters, the same for both provers",
-            }),
+        results.extend(size_results(
+            &size, &included, &excluded, &theirs, identical, peer_load,
         ));
-        results.push(result(
-            format!("peers/{size}/porep/cuzk/synthesis-excluded"),
-            &excluded,
-            json!({}),
-        ));
-        results.push(result(
-            format!("peers/{size}/porep/{}/create_proof", peer::NAME),
-            &theirs,
-            json!({
-                "notes": format!(
-                    "bellperson::groth16::create_proof, its own synthesis included; \
-                     parameters loaded in {peer_load:.3} s (not included)"
-                ),
-            }),
-        ));
+        report.write(&results, &[])?;
         gpu.evict_params();
     }
-    let out = json!({
-        "revision": args.revision,
-        "date": common::today(),
-        "machine": {
-            "gpu": gpu_name,
-            "driver": common::driver_version(),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        },
-        "command": args.command,
-        "results": results,
-    });
-    println!("{}", serde_json::to_string_pretty(&out)?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report.json(&results, &[]))?
+    );
     Ok(())
 }
