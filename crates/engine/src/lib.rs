@@ -124,9 +124,9 @@ pub use cache::{ParamsRef, ShapeId};
 pub use config::{Auto, Backend, ByteSize, EngineConfig, GpuParams};
 pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
 pub use engine::{
-    DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller, JobHandle,
-    JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent, ProgressStage,
-    ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig, working_set_bytes,
+    AbcStatus, DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller,
+    JobHandle, JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent,
+    ProgressStage, ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig, working_set_bytes,
 };
 pub use error::{EngineError, Result};
 pub use timeline::{Lane, Span, SpanObserver, Timeline, TimelineData, TimelineSummary};

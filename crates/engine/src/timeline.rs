@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -47,6 +47,17 @@ pub struct Span {
     /// Depth below the phase it belongs to (0 for phases, 1 for the
     /// backend's sub-stages inside them).
     pub depth: u8,
+    /// Why the stage ran as it did, where that was a choice (e.g. where
+    /// a/b/c were evaluated); in the Chrome trace's args.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "note_text")]
+    pub note: Option<Arc<str>>,
+}
+
+fn note_text<S: serde::Serializer>(
+    note: &Option<Arc<str>>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_some(note.as_deref().unwrap_or_default())
 }
 
 impl Span {
@@ -143,6 +154,21 @@ impl Timeline {
         stage: &'static str,
         start: Instant,
     ) -> Instant {
+        self.record_noted(job, partition, lane, worker, stage, start, None)
+    }
+
+    /// [`record_since`](Timeline::record_since) with a note on the span.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_noted(
+        &self,
+        job: u64,
+        partition: u32,
+        lane: Lane,
+        worker: usize,
+        stage: &'static str,
+        start: Instant,
+        note: Option<Arc<str>>,
+    ) -> Instant {
         let end = Instant::now();
         self.record(Span {
             job,
@@ -153,6 +179,7 @@ impl Timeline {
             start_us: self.micros(start),
             end_us: self.micros(end),
             depth: 0,
+            note,
         });
         end
     }
@@ -178,6 +205,7 @@ impl Timeline {
                 start_us: at,
                 end_us: end,
                 depth: 1,
+                note: None,
             });
             at = end;
         }
@@ -246,6 +274,10 @@ impl TimelineData {
             }
         }
         for s in &self.spans {
+            let mut args = json!({"job": s.job, "partition": s.partition});
+            if let Some(note) = &s.note {
+                args["note"] = json!(note.as_ref());
+            }
             events.push(json!({
                 "name": s.stage,
                 "cat": if s.depth == 0 { "phase" } else { "stage" },
@@ -254,7 +286,7 @@ impl TimelineData {
                 "dur": s.duration_us(),
                 "pid": pid(s.lane),
                 "tid": s.worker,
-                "args": {"job": s.job, "partition": s.partition},
+                "args": args,
             }));
         }
         json!({"traceEvents": events, "displayTimeUnit": "ms"})
@@ -467,6 +499,7 @@ mod tests {
             start_us: start,
             end_us: end,
             depth: 0,
+            note: None,
         }
     }
 

@@ -510,6 +510,14 @@ fn the_timeline_records_every_stage_and_summarizes() {
         let n = timeline.spans.iter().filter(|s| s.stage == stage).count();
         assert_eq!(n, 4, "{stage}");
     }
+    // Where a/b/c were evaluated, and why, is on every spmv span.
+    for span in timeline.spans.iter().filter(|s| s.stage == "spmv") {
+        let note = span
+            .note
+            .as_deref()
+            .expect("spmv spans carry the a/b/c choice");
+        assert!(note.contains("cpu backend"), "{note}");
+    }
     let s = &report.summary;
     assert_eq!(s.proofs, 4);
     assert!(s.proofs_per_second > 0.0);
@@ -532,4 +540,36 @@ fn the_timeline_records_every_stage_and_summarizes() {
             .iter()
             .all(|e| e["ph"] != "X" || e["dur"].as_u64().is_some())
     );
+}
+
+#[test]
+fn the_status_names_where_each_job_evaluates_abc_and_why() {
+    let engine = engine(256 * MIB);
+    engine.register_params("chain", params("chain:40")).unwrap();
+    let handle = engine
+        .submit(ProofRequest::new(
+            "chain:40",
+            ParamsRef::Key("chain".into()),
+            (0..3).map(|s| Chain::good(40, s)).collect(),
+        ))
+        .unwrap();
+    // The job stays in the status until its handle is waited on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let abc = loop {
+        let status = engine.status();
+        assert_eq!(status.jobs.len(), 1);
+        if let Some(abc) = status.jobs[0].abc.clone() {
+            break abc;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no a/b/c choice in the status"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert_eq!(abc.on, "host");
+    assert!(abc.reason.contains("cpu backend"), "{}", abc.reason);
+    let json = serde_json::to_value(engine.status()).unwrap();
+    assert_eq!(json["jobs"][0]["abc"]["on"], "host");
+    assert_eq!(handle.wait_blocking().unwrap().len(), 3);
 }

@@ -26,7 +26,9 @@ use group::Group;
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
 use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine};
 use crate::ntt::GpuNtt;
-use crate::prover::{AbcInput, MsmResults, Prover, ProverInput, StageTimings, Staged};
+use crate::prover::{
+    AbcInput, AbcPlacement, MsmResults, Prover, ProverInput, StageTimings, Staged,
+};
 use crate::spmv::{DevicePce, GpuSpmv, PceShapeKey};
 use crate::{Bls12, Groth16Error, Result, check_params};
 
@@ -429,9 +431,10 @@ impl Prover for GpuProver {
         staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars))
     }
 
-    fn evaluates_abc(&self, pce: &Pce) -> bool {
+    fn abc_placement(&self, pce: &Pce) -> AbcPlacement {
+        let ordinal = self.gpu.ordinal();
         if !self.options.gpu_abc {
-            return false;
+            return AbcPlacement::host("gpu_abc is off in the configuration");
         }
         let resident = self
             .pces
@@ -439,11 +442,27 @@ impl Prover for GpuProver {
             .map(|c| c.iter().any(|d| d.rows() == pce.num_constraints()))
             .unwrap_or(false);
         if resident {
-            return true;
+            return AbcPlacement::device(format!("the PCE is resident on GPU {ordinal}"));
         }
         // Fits beside two partitions' working memory.
-        let need = crate::spmv::device_bytes(pce) + 2 * self.device_bytes(pce);
-        self.gpu.mem_info().is_ok_and(|(free, _)| need <= free)
+        let pce_bytes = crate::spmv::device_bytes(pce);
+        let need = pce_bytes + 2 * self.device_bytes(pce);
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        match self.gpu.mem_info() {
+            Ok((free, _)) if need <= free => AbcPlacement::device(format!(
+                "the PCE ({:.2} GiB) fits beside two partitions in GPU {ordinal}'s {:.2} GiB free",
+                gib(pce_bytes),
+                gib(free)
+            )),
+            Ok((free, _)) => AbcPlacement::host(format!(
+                "the PCE ({:.2} GiB) and two partitions ({:.2} GiB in all) do not fit in GPU \
+                 {ordinal}'s {:.2} GiB free",
+                gib(pce_bytes),
+                gib(need),
+                gib(free)
+            )),
+            Err(e) => AbcPlacement::host(format!("GPU {ordinal}'s free memory is unknown: {e}")),
+        }
     }
 
     fn prepare(

@@ -30,7 +30,8 @@ pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 pub use ntt::{GpuNtt, HBuffers, Upload};
 pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};
 pub use prover::{
-    AbcInput, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged, assemble,
+    AbcInput, AbcPlacement, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged,
+    assemble,
 };
 pub use setup::{
     SetupBackend, SetupOptions, SetupReport, ToxicWaste, generate_parameters_file, write_parameters,

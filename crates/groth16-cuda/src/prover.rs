@@ -122,6 +122,34 @@ impl fmt::Debug for Staged {
     }
 }
 
+/// Where a backend evaluates a/b/c = A·w, B·w, C·w for a circuit shape, with
+/// the reason, for the engine's timeline and status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AbcPlacement {
+    /// On the backend's device from a resident PCE (else SpMV on the host).
+    pub on_device: bool,
+    /// Why, in words an operator reads in a status report.
+    pub reason: String,
+}
+
+impl AbcPlacement {
+    /// On the device, because of `reason`.
+    pub fn device(reason: impl Into<String>) -> Self {
+        AbcPlacement {
+            on_device: true,
+            reason: reason.into(),
+        }
+    }
+
+    /// On the host, because of `reason`.
+    pub fn host(reason: impl Into<String>) -> Self {
+        AbcPlacement {
+            on_device: false,
+            reason: reason.into(),
+        }
+    }
+}
+
 /// A Groth16 backend: same inputs, same bytes as bellperson's `create_proof`.
 ///
 /// The work is split as design.md's steps are, so a scheduler can hold a
@@ -140,13 +168,21 @@ pub trait Prover: Send + Sync + fmt::Debug {
         0
     }
 
-    /// Whether [`prepare`](Prover::prepare) evaluates a/b/c for this shape
-    /// on its device (given [`AbcInput::FromPce`]) faster than the caller
-    /// could on the CPU, checking the witness there too: then the caller
-    /// need not evaluate them. False by default.
-    fn evaluates_abc(&self, pce: &Pce) -> bool {
+    /// Where a/b/c are evaluated for this shape, and why: on the device
+    /// when [`prepare`](Prover::prepare) evaluates (and checks) them there
+    /// from the PCE given [`AbcInput::FromPce`], so the caller need not;
+    /// else on the host. On the host by default.
+    fn abc_placement(&self, pce: &Pce) -> AbcPlacement {
         let _ = pce;
-        false
+        AbcPlacement::host(format!(
+            "the {} backend takes a/b/c evaluated on the host",
+            self.name()
+        ))
+    }
+
+    /// Whether [`abc_placement`](Prover::abc_placement) is on the device.
+    fn evaluates_abc(&self, pce: &Pce) -> bool {
+        self.abc_placement(pce).on_device
     }
 
     /// Outside any lock: checks the parameters and the witness against the

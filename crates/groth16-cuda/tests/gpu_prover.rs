@@ -280,6 +280,43 @@ fn gpu_abc_refuses_an_unsatisfying_witness() {
     }
 }
 
+/// Where a/b/c are evaluated is reported with its reason: off by option,
+/// on the device when the PCE fits (and then resident after a proof).
+#[test]
+fn the_abc_placement_says_why() {
+    let Some(_) = gpu_or_skip("the_abc_placement_says_why") else {
+        return;
+    };
+    let spec: CircuitSpec = "porep:10".parse().unwrap();
+    let pce = Pce::record(spec.build(0)).unwrap();
+    let off = GpuProver::with_options(
+        0,
+        GpuOptions {
+            gpu_abc: false,
+            ..GpuOptions::default()
+        },
+    )
+    .unwrap();
+    let p = off.abc_placement(&pce);
+    assert!(!p.on_device && p.reason.contains("gpu_abc is off"), "{p:?}");
+    assert!(!off.evaluates_abc(&pce));
+
+    let gpu = GpuProver::new(0).unwrap();
+    let p = gpu.abc_placement(&pce);
+    assert!(p.on_device && p.reason.contains("fits beside"), "{p:?}");
+    let mut rng = ChaCha20Rng::seed_from_u64(10);
+    let params: Parameters<Bls12> = generate_random_parameters(spec.build(0), &mut rng).unwrap();
+    let witness = Witness::synthesize(spec.build(3)).unwrap();
+    let input = ProverInput {
+        pce: &pce,
+        witness: &witness,
+        abc: AbcInput::FromPce,
+    };
+    gpu.prove(input, &params, Scalar::ONE, Scalar::ONE).unwrap();
+    let p = gpu.abc_placement(&pce);
+    assert!(p.on_device && p.reason.contains("resident"), "{p:?}");
+}
+
 /// Every built-in family at about 2^`CUZK_TEST_FAMILY_LOG2` constraints
 /// (default 12; the GPU machine runs 20) with real parameters made by
 /// cuzk's GPU setup (byte-identical to bellperson's generator, see

@@ -82,6 +82,8 @@ pub fn status_json(s: &proto::StatusReply) -> Value {
             "partitions": j.partitions,
             "proved": j.proved,
             "state": j.state,
+            "abc": j.abc,
+            "abc_reason": j.abc_reason,
         })).collect::<Vec<_>>(),
     })
 }
@@ -169,6 +171,9 @@ fn print_status(s: &proto::StatusReply) {
             j.partitions,
             j.state
         );
+        if !j.abc.is_empty() {
+            println!("         a/b/c on the {}: {}", j.abc, j.abc_reason);
+        }
     }
 }
 

@@ -208,6 +208,7 @@ pub fn stage_timeline(timings: &StageTimings) -> TimelineData {
             start_us: at,
             end_us: end,
             depth: 0,
+            note: None,
         });
         at = end;
     }

@@ -216,6 +216,14 @@ impl Daemon {
     /// The status reply: the engine's snapshot plus the daemon's jobs.
     pub fn status(&self) -> proto::StatusReply {
         let s = self.engine.status();
+        let abc = |id: u64| {
+            s.jobs
+                .iter()
+                .find(|j| j.id == id)
+                .and_then(|j| j.abc.clone())
+                .map(|a| (a.on.to_owned(), a.reason))
+                .unwrap_or_default()
+        };
         let phase = |id: u64| {
             s.jobs
                 .iter()
@@ -231,13 +239,16 @@ impl Daemon {
             .jobs
             .all()
             .iter()
-            .map(|t| proto::JobStatus {
+            .map(|t| (t, abc(t.id)))
+            .map(|(t, (abc, abc_reason))| proto::JobStatus {
                 job_id: t.id,
                 priority: priority_to_proto(t.priority) as i32,
                 circuit: t.circuit.clone(),
                 partitions: t.partitions,
                 proved: t.proved.load(std::sync::atomic::Ordering::Relaxed),
                 state: if t.ended() { "ended" } else { phase(t.id) }.into(),
+                abc,
+                abc_reason,
             })
             .collect();
         let m = s.memory;

@@ -114,6 +114,8 @@ pub(super) struct JobMut {
     pub(super) pce: Option<Arc<Pce>>,
     pub(super) params: Option<Arc<Parameters<Bls12>>>,
     pub(super) result: Option<oneshot::Sender<JobResult>>,
+    /// Where its partitions' a/b/c were last evaluated, and why.
+    pub(super) abc: Option<AbcPlacement>,
 }
 
 pub(crate) struct JobState {

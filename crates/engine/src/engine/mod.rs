@@ -33,8 +33,8 @@ use cuzk_gpu_sched::{
     WorkItem, WorkerContext,
 };
 use cuzk_groth16_cuda::{
-    AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, MsmResults, ParamsPlacement,
-    Prover, ProverInput, StageTimings, Staged,
+    AbcInput, AbcPlacement, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, MsmResults,
+    ParamsPlacement, Prover, ProverInput, StageTimings, Staged,
 };
 use cuzk_pinned_pool::{Lease, PinnedError, Pool, PoolConfig, PoolStats, Request};
 use cuzk_synth::{Pce, SynthError, Witness};
@@ -55,8 +55,8 @@ use pipeline::*;
 
 pub use job::{JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest};
 pub use status::{
-    DeviceStatus, EngineStatus, JobPhase, JobStatus, PRIORITIES, PinnedStatus, QueueStatus,
-    ResidentStatus,
+    AbcStatus, DeviceStatus, EngineStatus, JobPhase, JobStatus, PRIORITIES, PinnedStatus,
+    QueueStatus, ResidentStatus,
 };
 
 /// Capacity of the CPU backend's pseudo-device: it reserves no device
@@ -680,6 +680,7 @@ impl Engine {
                 pce: None,
                 params: None,
                 result: Some(result_tx),
+                abc: None,
             }),
         });
         let shared = Arc::clone(&self.shared);

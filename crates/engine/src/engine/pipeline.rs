@@ -276,10 +276,31 @@ pub(super) fn synthesize(
         partition,
         source,
     };
-    if shared.prover.evaluates_abc(&pce) {
+    let placement = shared.prover.abc_placement(&pce);
+    let note: Arc<str> = Arc::from(placement.reason.as_str());
+    {
+        let mut st = job.lock();
+        if st.abc.as_ref() != Some(&placement) {
+            tracing::info!(
+                job = job.id.0,
+                partition,
+                on_device = placement.on_device,
+                "a/b/c {}: {}",
+                if placement.on_device {
+                    "on the GPU"
+                } else {
+                    "on the host"
+                },
+                placement.reason
+            );
+            st.abc = Some(placement.clone());
+        }
+    }
+    if placement.on_device {
         // The backend evaluates and checks a/b/c on its device from the
         // resident PCE: no SpMV here, no a/b/c buffers.
-        timeline.record_since(job.id.0, partition, Lane::Host, index, "abc on gpu", at);
+        let (lane, stage) = (Lane::Host, "abc on gpu");
+        timeline.record_noted(job.id.0, partition, lane, index, stage, at, Some(note));
         return Ok(Some(PartitionWork {
             job: Arc::clone(job),
             partition,
@@ -303,7 +324,15 @@ pub(super) fn synthesize(
         let (a, b, c) = abc.slices_mut().map_err(pinned)?;
         cuzk_synth::spmv::evaluate_into(&pce, &witness, a, b, c).map_err(synth_err)?;
     }
-    let at = timeline.record_since(job.id.0, partition, Lane::Host, index, "spmv", at);
+    let at = timeline.record_noted(
+        job.id.0,
+        partition,
+        Lane::Host,
+        index,
+        "spmv",
+        at,
+        Some(note),
+    );
     {
         let (a, b, c) = abc.slices().map_err(pinned)?;
         cuzk_synth::check_satisfied(&pce, a, b, c).map_err(synth_err)?;

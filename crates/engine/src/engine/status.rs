@@ -30,6 +30,18 @@ pub struct JobStatus {
     /// Partitions in the engine's queue (not yet synthesizing).
     pub queued: u32,
     pub phase: JobPhase,
+    /// Where its a/b/c are evaluated (`gpu` or `host`) and why; none before
+    /// its first partition is synthesized.
+    pub abc: Option<AbcStatus>,
+}
+
+/// [`JobStatus::abc`]: the engine's per-job choice of where a/b/c = A·w,
+/// B·w, C·w are computed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AbcStatus {
+    /// `gpu` (from the PCE resident in device memory) or `host` (SpMV).
+    pub on: &'static str,
+    pub reason: String,
 }
 
 /// One priority class of [`EngineStatus::queues`].
@@ -153,6 +165,10 @@ impl Engine {
                     proved: st.proved,
                     queued: st.queued,
                     phase,
+                    abc: st.abc.as_ref().map(|p| AbcStatus {
+                        on: if p.on_device { "gpu" } else { "host" },
+                        reason: p.reason.clone(),
+                    }),
                 }
             })
             .collect();
