@@ -136,6 +136,37 @@ fn write_proof(out: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("writing the proof to {}", out.display()))
 }
 
+/// Proves through a fresh engine, verifies when asked (nothing is written
+/// when the proof does not verify), writes the proof atomically and prints
+/// what was written, for every kind of Filecoin proof.
+fn prove_verify_write(
+    common: &Common,
+    out: &Path,
+    what: String,
+    partitions: Option<usize>,
+    prove: impl FnOnce(&Engine, &Path) -> Result<Vec<u8>>,
+    verify: impl FnOnce(&Path, &[u8]) -> Result<bool>,
+) -> Result<()> {
+    let dir = param_dir(common);
+    let engine = engine(common)?;
+    let start = Instant::now();
+    let bytes = prove(&engine, &dir)?;
+    let took = start.elapsed();
+    if common.verify && !verify(&dir, &bytes)? {
+        bail!("the proof does not verify; nothing was written");
+    }
+    write_proof(out, &bytes)?;
+    let partitions = partitions.map_or(String::new(), |n| format!("{n} partition(s), "));
+    println!(
+        "wrote {what} ({partitions}{} bytes) to {} in {took:.2?} ({} backend){}",
+        bytes.len(),
+        out.display(),
+        engine.config().backend,
+        if common.verify { "; verified" } else { "" }
+    );
+    Ok(())
+}
+
 fn run(kind: Kind) -> Result<()> {
     match kind {
         Kind::PorepC2 {
@@ -149,26 +180,15 @@ fn run(kind: Kind) -> Result<()> {
             input
                 .check_vanilla()
                 .with_context(|| format!("checking {}", c1.display()))?;
-            let dir = param_dir(&common);
-            let engine = engine(&common)?;
-            let start = Instant::now();
-            let proof = input.prove(&engine, &dir, None)?;
-            let took = start.elapsed();
-            if common.verify && !input.verify(&dir, &proof.bytes)? {
-                bail!("the proof does not verify; nothing was written");
-            }
-            write_proof(&out, &proof.bytes)?;
-            println!(
-                "wrote PoRep C2 proof of {} ({} partition(s), {} bytes) to {} in {took:.2?} ({} \
-                 backend){}",
-                input.proof(),
-                input.partitions(),
-                proof.bytes.len(),
-                out.display(),
-                engine.config().backend,
-                if common.verify { "; verified" } else { "" }
-            );
-            Ok(())
+            let what = format!("PoRep C2 proof of {}", input.proof());
+            prove_verify_write(
+                &common,
+                &out,
+                what,
+                Some(input.partitions()),
+                |engine, dir| Ok(input.prove(engine, dir, None)?.bytes),
+                |dir, bytes| Ok(input.verify(dir, bytes)?),
+            )
         }
         Kind::WinningPost { input, out, common } => post(PostKind::Winning, &input, &out, &common),
         Kind::WindowPost { input, out, common } => post(PostKind::Window, &input, &out, &common),
@@ -188,47 +208,27 @@ fn snap_deals(request: &Path, out: &Path, common: &Common) -> Result<()> {
     input
         .check_vanilla()
         .with_context(|| format!("checking {}", request.display()))?;
-    let dir = param_dir(common);
-    let engine = engine(common)?;
-    let start = Instant::now();
-    let proof = input.prove(&engine, &dir, None)?;
-    let took = start.elapsed();
-    if common.verify && !input.verify(&dir, &proof.bytes)? {
-        bail!("the proof does not verify; nothing was written");
-    }
-    write_proof(out, &proof.bytes)?;
-    println!(
-        "wrote SnapDeals proof of {} ({} partition(s), {} bytes) to {} in {took:.2?} ({} \
-         backend){}",
-        input.proof(),
-        input.partitions(),
-        proof.bytes.len(),
-        out.display(),
-        engine.config().backend,
-        if common.verify { "; verified" } else { "" }
-    );
-    Ok(())
+    let what = format!("SnapDeals proof of {}", input.proof());
+    prove_verify_write(
+        common,
+        out,
+        what,
+        Some(input.partitions()),
+        |engine, dir| Ok(input.prove(engine, dir, None)?.bytes),
+        |dir, bytes| Ok(input.verify(dir, bytes)?),
+    )
 }
 
 fn post(kind: PostKind, input: &Path, out: &Path, common: &Common) -> Result<()> {
     let request = PostInput::from_file(input, Some(kind))
         .with_context(|| format!("reading {}", input.display()))?;
-    let dir = param_dir(common);
-    let engine = engine(common)?;
-    let start = Instant::now();
-    let proof = request.prove(&engine, &dir, None)?;
-    let took = start.elapsed();
-    if common.verify && !request.verify(&dir, &proof.bytes)? {
-        bail!("the proof does not verify; nothing was written");
-    }
-    write_proof(out, &proof.bytes)?;
-    println!(
-        "wrote {} proof ({} bytes) to {} in {took:.2?} ({} backend){}",
-        request.proof(),
-        proof.bytes.len(),
-        out.display(),
-        engine.config().backend,
-        if common.verify { "; verified" } else { "" }
-    );
-    Ok(())
+    let what = format!("{} proof", request.proof());
+    prove_verify_write(
+        common,
+        out,
+        what,
+        None,
+        |engine, dir| Ok(request.prove(engine, dir, None)?.bytes),
+        |dir, bytes| Ok(request.verify(dir, bytes)?),
+    )
 }
