@@ -84,6 +84,8 @@ struct State {
     queue: BTreeMap<QueueKey, Pending>,
     tasks: VecDeque<Task>,
     idle_synthesis: usize,
+    /// The dispatcher holds a permit not yet bound to a partition.
+    unbound_permit: bool,
     jobs: Vec<Weak<JobState>>,
     drivers: Vec<JoinHandle<()>>,
 }
@@ -432,6 +434,7 @@ impl EngineBuilder {
             admission: Admission::default(),
             state: Mutex::new(State {
                 idle_synthesis: synthesis,
+                unbound_permit: false,
                 ..State::default()
             }),
             bound: DispatchBound::new(bound)?,

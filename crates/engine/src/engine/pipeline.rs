@@ -43,7 +43,13 @@ pub(super) fn drive(
     drop((witnesses, record));
     loop {
         let seen = shared.signal.current();
-        if job.lock().to_dispatch == 0 {
+        let (dispatched, terminated) = {
+            let j = job.lock();
+            (j.to_dispatch == 0, j.terminated)
+        };
+        // A job that ended early may have been the reason the dispatcher
+        // took a permit it has not bound yet: wait for it to be given back.
+        if dispatched && !(terminated && shared.lock().unbound_permit) {
             break;
         }
         shared.signal.wait_past(seen);
@@ -119,10 +125,19 @@ pub(super) fn dispatcher_main(shared: &Shared) {
             }
             shared.signal.wait_past(seen);
         };
-        // Reactive dispatch: one permit per partition in flight.
+        // Reactive dispatch: one permit per partition in flight. Until it
+        // is bound to a partition the permit is "unbound": a cancelled job's
+        // driver waits for that to end, so that when its result is out no
+        // permit taken while it was queued is still held.
         let permit = match shared.bound.acquire(priority, &shared.stop) {
             Ok(p) => p,
             Err(_) => return,
+        };
+        shared.lock().unbound_permit = true;
+        let unbind = |permit: DispatchPermit| {
+            drop(permit);
+            shared.lock().unbound_permit = false;
+            shared.signal.bump();
         };
         // A partition that can have a working set now.
         loop {
@@ -130,6 +145,8 @@ pub(super) fn dispatcher_main(shared: &Shared) {
             let candidates: Vec<(QueueKey, Arc<JobState>)> = {
                 let st = shared.lock();
                 if st.shutdown {
+                    drop(st);
+                    unbind(permit);
                     return;
                 }
                 let mut firsts: Vec<(QueueKey, Arc<JobState>)> = Vec::new();
@@ -144,11 +161,15 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 firsts
             };
             if candidates.is_empty() {
+                unbind(permit);
                 break;
             }
             let Some((key, job, ws)) = pick(shared, candidates) else {
+                // Nothing fits the budget now: the permit goes back while
+                // waiting and is taken again, in priority order, after.
+                unbind(permit);
                 shared.signal.wait_past(seen);
-                continue;
+                break;
             };
             let mut st = shared.lock();
             let Some(pending) = st.queue.remove(&key) else {
@@ -162,6 +183,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 j.queued = j.queued.saturating_sub(1);
             }
             st.idle_synthesis = st.idle_synthesis.saturating_sub(1);
+            st.unbound_permit = false;
             st.tasks.push_back(Task {
                 job,
                 partition: key.2,
