@@ -1163,8 +1163,25 @@ async fn command_line_status_timeline_bench_devices() {
         let devices = run_ok(cuzk().args(["devices"]));
         let json: serde_json::Value =
             serde_json::from_str(&run_ok(cuzk().args(["devices", "--json"]))).unwrap();
-        if json["devices"].as_array().unwrap().is_empty() {
-            assert!(devices.starts_with("no GPU: "), "{devices}");
+        // The same answer as the probe, with its reason when there is no GPU.
+        let probe = cuzk_gpu_sched::probe().unwrap();
+        assert_eq!(
+            json["devices"].as_array().unwrap().len(),
+            probe.devices().len()
+        );
+        match probe.no_gpu_reason() {
+            Some(reason) => {
+                assert_eq!(json["no_gpu_reason"], reason);
+                assert!(
+                    devices.starts_with(&format!("no GPU: {reason}; ")),
+                    "{devices}"
+                );
+                assert!(devices.contains("--backend cpu"), "{devices}");
+            }
+            None => {
+                assert!(json["no_gpu_reason"].is_null());
+                assert_eq!(devices.lines().count(), probe.devices().len(), "{devices}");
+            }
         }
 
         let out: serde_json::Value = serde_json::from_str(&run_ok(

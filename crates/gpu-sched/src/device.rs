@@ -37,11 +37,35 @@ impl fmt::Display for DeviceInfo {
 }
 
 /// What a look for devices found: no driver library at all, or the driver's
-/// list of devices (possibly empty). Kept apart so a skipped test can say why.
+/// list of devices (possibly empty). Kept apart so that a skipped test and
+/// `cuzk devices` can say which of the two it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Probe {
+pub enum Probe {
+    /// The CUDA driver library (libcuda) could not be loaded.
     NoDriverLibrary,
+    /// The driver's devices, in ordinal order; empty when it sees none.
     Devices(Vec<DeviceInfo>),
+}
+
+impl Probe {
+    /// The devices found (none without a driver).
+    pub fn devices(&self) -> &[DeviceInfo] {
+        match self {
+            Probe::NoDriverLibrary => &[],
+            Probe::Devices(devices) => devices,
+        }
+    }
+
+    /// Why no GPU can be used; `None` when there is one.
+    pub fn no_gpu_reason(&self) -> Option<&'static str> {
+        match self {
+            Probe::NoDriverLibrary => Some("CUDA driver library (libcuda) not found"),
+            Probe::Devices(devices) if devices.is_empty() => {
+                Some("the CUDA driver reports no device")
+            }
+            Probe::Devices(_) => None,
+        }
+    }
 }
 
 /// Lists the CUDA devices the driver can see.
@@ -56,7 +80,9 @@ pub fn discover() -> Result<Vec<DeviceInfo>> {
     })
 }
 
-pub(crate) fn probe() -> Result<Probe> {
+/// Looks for the driver library and its devices: like [`discover`], but
+/// says whether an empty answer means no driver or no device.
+pub fn probe() -> Result<Probe> {
     // Without libcuda, cudarc panics on the first driver call instead of
     // returning an error, so look for the library first.
     // SAFETY: this only tries to load the driver library under its usual

@@ -63,7 +63,7 @@ use std::fmt;
 pub use cancel::CancelToken;
 pub use core::{DeviceSnapshot, JobSummary, SchedulerSnapshot};
 pub use cudarc::driver::sys::CUresult;
-pub use device::{DeviceInfo, discover};
+pub use device::{DeviceInfo, Probe, discover, probe};
 pub use permits::{DispatchBound, DispatchPermit};
 pub use scheduler::{
     DeviceMemory, DeviceSpec, JobHandle, PhaseError, Phases, Reservation, Scheduler,

@@ -62,9 +62,10 @@ fn parse_require_gpu(value: Option<&str>) -> std::result::Result<bool, String> {
 /// The whole policy, free of environment and driver so it can be tested.
 fn decide(test_name: &str, require_gpu: bool, found: Result<Probe>) -> Decision {
     let reason = match found {
-        Ok(Probe::Devices(devices)) if !devices.is_empty() => return Decision::Run(devices),
-        Ok(Probe::Devices(_)) => "the CUDA driver reports no device".to_owned(),
-        Ok(Probe::NoDriverLibrary) => "CUDA driver library (libcuda) not found".to_owned(),
+        Ok(probe) => match probe.no_gpu_reason() {
+            Some(reason) => reason.to_owned(),
+            None => return Decision::Run(probe.devices().to_vec()),
+        },
         Err(error) => error.to_string(),
     };
     if require_gpu {

@@ -204,15 +204,23 @@ pub struct DevicesArgs {
 
 /// `cuzk devices`: the CUDA devices this machine's driver sees.
 pub fn devices(args: DevicesArgs) -> Result<()> {
-    let found = cuzk_gpu_sched::discover();
-    let reason = match &found {
-        Ok(d) if d.is_empty() => {
-            Some("the CUDA driver library is not installed or sees no device".to_owned())
-        }
-        Ok(_) => None,
-        Err(e) => Some(e.to_string()),
+    use cuzk_gpu_sched::Probe;
+    let found = cuzk_gpu_sched::probe();
+    let (list, reason, hint) = match &found {
+        Ok(probe) => (
+            probe.devices().to_vec(),
+            probe.no_gpu_reason().map(str::to_owned),
+            match probe {
+                Probe::NoDriverLibrary => "install the NVIDIA driver (it provides libcuda.so.1)",
+                Probe::Devices(_) => "check nvidia-smi and CUDA_VISIBLE_DEVICES",
+            },
+        ),
+        Err(e) => (
+            Vec::new(),
+            Some(e.to_string()),
+            "check the driver with nvidia-smi",
+        ),
     };
-    let list = found.unwrap_or_default();
     if args.json {
         println!(
             "{}",
@@ -228,7 +236,7 @@ pub fn devices(args: DevicesArgs) -> Result<()> {
             })
         );
     } else if let Some(reason) = reason {
-        println!("no GPU: {reason}");
+        println!("no GPU: {reason}; {hint}, or prove on the CPU with --backend cpu");
     } else {
         for d in &list {
             println!("{d}");
