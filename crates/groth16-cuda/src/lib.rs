@@ -13,6 +13,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod digits;
 pub mod error;
 pub mod fake;
 pub mod gpu;

@@ -8,11 +8,6 @@ pub const MIN_WINDOW: u32 = 2;
 /// See [`MIN_WINDOW`].
 pub const MAX_WINDOW: u32 = 24;
 
-/// Bits of a BLS12-381 scalar the windows must cover: scalars are below
-/// r < 2^255, and with signed digits the top window needs one bit of room
-/// for the carry (see [`windows`]).
-const SCALAR_BITS: u32 = 256;
-
 /// Cost of one (bucket, point) entry relative to a mixed addition: the
 /// addition itself plus its share of the histogram, the scatter and the
 /// loads.
@@ -21,11 +16,7 @@ const ENTRY_COST: f64 = 1.15;
 /// mixed additions each) plus clearing and counting it.
 const BUCKET_COST: f64 = 3.0;
 
-/// Windows of `c` bits with signed digits in [-2^(c-1), 2^(c-1)]: the
-/// smallest w with w * c >= 256, so the top window never carries out.
-pub fn windows(c: u32) -> u32 {
-    SCALAR_BITS.div_ceil(c)
-}
+pub use crate::digits::windows;
 
 /// Buckets per window with `c`-bit signed digits (digits 1 ..= 2^(c-1)).
 pub fn buckets_per_window(c: u32) -> u64 {
@@ -93,90 +84,9 @@ fn prev_pow2(x: u64) -> u64 {
     }
 }
 
-/// The signed digits of a canonical scalar (little-endian 32-bit limbs) in
-/// windows of `c` bits: the CPU twin of `msm_digit` in
-/// kernels/msm/digits.cuh.
-#[cfg(test)]
-pub(crate) fn signed_digits(limbs: &[u32; 8], c: u32) -> Vec<i32> {
-    let bits = |bit: u32| -> u32 {
-        let (limb, off) = ((bit / 32) as usize, bit % 32);
-        if limb >= 8 {
-            return 0;
-        }
-        let lo = limbs[limb] >> off;
-        let hi = if off != 0 && limb + 1 < 8 {
-            limbs[limb + 1] << (32 - off)
-        } else {
-            0
-        };
-        (lo | hi) & ((1u32 << c) - 1)
-    };
-    let mut carry = 0;
-    (0..windows(c))
-        .map(|w| {
-            let raw = bits(w * c) + carry;
-            if raw > 1 << (c - 1) {
-                carry = 1;
-                raw as i32 - (1i32 << c)
-            } else {
-                carry = 0;
-                raw as i32
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use blstrs::Scalar;
-    use ff::{Field, PrimeField};
-    use rand::SeedableRng;
-    use rand_chacha::ChaCha20Rng;
-
-    fn limbs(s: &Scalar) -> [u32; 8] {
-        let bytes = s.to_repr();
-        let mut out = [0u32; 8];
-        for (i, chunk) in bytes.as_ref().chunks(4).enumerate() {
-            out[i] = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        }
-        out
-    }
-
-    /// sum_w d_w 2^(c w) in the scalar field.
-    fn recompose(digits: &[i32], c: u32) -> Scalar {
-        let mut acc = Scalar::ZERO;
-        let step = Scalar::from(2u64).pow_vartime([u64::from(c)]);
-        for d in digits.iter().rev() {
-            acc *= step;
-            let mag = Scalar::from(u64::from(d.unsigned_abs()));
-            acc += if *d < 0 { -mag } else { mag };
-        }
-        acc
-    }
-
-    #[test]
-    fn signed_digits_recompose_within_bounds() {
-        let mut rng = ChaCha20Rng::seed_from_u64(3);
-        let mut scalars = vec![
-            Scalar::ZERO,
-            Scalar::ONE,
-            -Scalar::ONE,
-            Scalar::from(2u64).pow_vartime([254]),
-            Scalar::from(2u64).pow_vartime([254]) - Scalar::ONE,
-            Scalar::from(u64::MAX),
-        ];
-        scalars.extend((0..200).map(|_| Scalar::random(&mut rng)));
-        for c in MIN_WINDOW..=MAX_WINDOW {
-            for s in &scalars {
-                let digits = signed_digits(&limbs(s), c);
-                assert_eq!(digits.len() as u32, windows(c));
-                let half = 1i32 << (c - 1);
-                assert!(digits.iter().all(|d| (-half..=half).contains(d)), "c = {c}");
-                assert_eq!(recompose(&digits, c), *s, "c = {c}, s = {s:?}");
-            }
-        }
-    }
 
     #[test]
     fn windows_cover_the_scalar_with_room_for_the_carry() {

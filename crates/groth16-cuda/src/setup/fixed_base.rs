@@ -13,7 +13,7 @@
 use std::ops::Neg;
 
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use ff::{Field, PrimeField};
+use ff::Field;
 use group::{Curve, Group};
 use rayon::prelude::*;
 
@@ -27,11 +27,7 @@ pub const DEFAULT_WINDOW_BITS: u32 = 12;
 /// more to build and to hold than the additions they save.
 pub const WINDOW_BITS: std::ops::RangeInclusive<u32> = 2..=20;
 
-/// Number of signed-digit windows for `c`-bit windows: ceil(256 / c), one
-/// more bit than a scalar has, so the top digit never carries out.
-pub fn windows(c: u32) -> u32 {
-    256u32.div_ceil(c)
-}
+pub use crate::digits::{signed_digits, windows};
 
 /// Points in a table for `c`-bit windows.
 pub fn table_len(c: u32) -> usize {
@@ -66,49 +62,6 @@ pub fn check_window_bits(c: u32) -> Result<()> {
             max: *WINDOW_BITS.end(),
         })
     }
-}
-
-/// The canonical value of `s` as little-endian 32-bit limbs, as the kernels
-/// see it after `from_mont`.
-fn limbs(s: &Scalar) -> [u32; 8] {
-    let repr = s.to_repr();
-    let mut out = [0u32; 8];
-    for (o, chunk) in out.iter_mut().zip(repr.as_ref().chunks_exact(4)) {
-        *o = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-    }
-    out
-}
-
-/// The signed digits of `s` in `c`-bit windows, lowest first: the CPU twin of
-/// `msm_digit` in kernels/msm/digits.cuh, which the setup kernels call.
-pub fn signed_digits(s: &Scalar, c: u32) -> Vec<i32> {
-    let limbs = limbs(s);
-    let bits = |bit: u32| -> u32 {
-        let (limb, off) = ((bit / 32) as usize, bit % 32);
-        if limb >= 8 {
-            return 0;
-        }
-        let lo = limbs[limb] >> off;
-        let hi = if off != 0 && limb + 1 < 8 {
-            limbs[limb + 1] << (32 - off)
-        } else {
-            0
-        };
-        (lo | hi) & ((1u32 << c) - 1)
-    };
-    let mut carry = 0;
-    (0..windows(c))
-        .map(|w| {
-            let raw = bits(w * c) + carry;
-            if raw > 1 << (c - 1) {
-                carry = 1;
-                raw as i32 - (1i32 << c)
-            } else {
-                carry = 0;
-                raw as i32
-            }
-        })
-        .collect()
 }
 
 /// The table for generator `g` and `c`-bit windows, row after row:
@@ -232,68 +185,10 @@ impl CpuFixedBase {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::digits::tests::edge_scalars;
     use group::prime::PrimeCurveAffine;
     use rand::SeedableRng;
     use rand_chacha::ChaCha20Rng;
-
-    fn recompose(digits: &[i32], c: u32) -> Scalar {
-        let mut acc = Scalar::ZERO;
-        for &d in digits.iter().rev() {
-            acc *= Scalar::from(2u64).pow_vartime([u64::from(c)]);
-            let mag = Scalar::from(u64::from(d.unsigned_abs()));
-            acc += if d < 0 { -mag } else { mag };
-        }
-        acc
-    }
-
-    /// Scalars that exercise the digit logic: small values, window
-    /// boundaries, long carry chains and the top of the field.
-    fn edge_scalars(c: u32) -> Vec<Scalar> {
-        let two = Scalar::from(2u64);
-        let pow = |e: u32| two.pow_vartime([u64::from(e)]);
-        let mut v = vec![
-            Scalar::ZERO,
-            Scalar::ONE,
-            Scalar::from(2u64),
-            -Scalar::ONE,
-            -Scalar::from(2u64),
-            pow(c - 1),
-            pow(c - 1) + Scalar::ONE,
-            pow(c) - Scalar::ONE,
-            pow(c),
-            pow(254),
-            pow(254) - Scalar::ONE,
-            pow(255) - Scalar::ONE, // reduced mod r
-            Scalar::ROOT_OF_UNITY,
-            Scalar::MULTIPLICATIVE_GENERATOR,
-        ];
-        // All digits at the carry threshold: sum_k (2^(c-1) + 1) 2^(c k).
-        let mut s = Scalar::ZERO;
-        for k in 0..windows(c) - 1 {
-            s += (pow(c - 1) + Scalar::ONE) * pow(c * k);
-        }
-        v.push(s);
-        v.push(-s);
-        v
-    }
-
-    #[test]
-    fn digits_recompose_within_bounds() {
-        let mut rng = ChaCha20Rng::seed_from_u64(1);
-        for c in WINDOW_BITS {
-            let mut scalars = edge_scalars(c);
-            scalars.extend((0..50).map(|_| Scalar::random(&mut rng)));
-            for s in scalars {
-                let d = signed_digits(&s, c);
-                assert_eq!(d.len() as u32, windows(c));
-                assert!(
-                    d.iter().all(|&d| d.unsigned_abs() <= 1 << (c - 1)),
-                    "c = {c}"
-                );
-                assert_eq!(recompose(&d, c), s, "c = {c}");
-            }
-        }
-    }
 
     #[test]
     fn table_rows_are_digit_multiples() {
