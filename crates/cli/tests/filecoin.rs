@@ -167,7 +167,14 @@ fn filecoin_proofs_from_the_command_line() {
     let request = work.path().join("window.json");
     std::fs::write(
         &request,
-        PostInput::request_json(proof, randomness, sealed.prover_id, &vanilla).unwrap(),
+        PostInput::request_json(
+            proof,
+            randomness,
+            sealed.prover_id,
+            &vanilla,
+            cuzk_filecoin::VanillaEncoding::Json,
+        )
+        .unwrap(),
     )
     .unwrap();
     let window_proof = work.path().join("window.proof");

@@ -27,6 +27,7 @@ pub mod prove;
 pub mod sector;
 pub mod testing;
 pub mod update;
+pub mod vanilla;
 
 pub use error::{FilecoinError, Result};
 pub use params::ParamFiles;
@@ -34,3 +35,4 @@ pub use porep::{C1Output, C2Proof};
 pub use prove::{Partitions, proofs_from_bytes, proofs_to_bytes};
 pub use sector::{PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof};
 pub use update::UpdateInput;
+pub use vanilla::VanillaEncoding;

@@ -36,6 +36,7 @@ use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
 use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
 use crate::sector::{PostKind, PostProof, Shape};
+use crate::vanilla::{self, VanillaEncoding};
 
 /// The circuit of one PoSt partition.
 pub type PostCircuit<Tree> = FallbackPoStCircuit<Tree>;
@@ -48,7 +49,9 @@ pub struct PostRequest {
     /// The challenge randomness (a field element, little endian).
     pub randomness: [u8; 32],
     pub prover_id: [u8; 32],
-    /// `FallbackPoStSectorProof`s as filecoin-proofs serializes them.
+    /// `FallbackPoStSectorProof`s, one per challenged sector: as
+    /// filecoin-proofs serializes them to JSON, or base64 strings of the
+    /// `VanillaProofBytes` filecoin-proofs-api returns ([`crate::vanilla`]).
     pub vanilla_proofs: Value,
 }
 
@@ -105,13 +108,12 @@ impl PostInput {
                 detail: format!("it is for {proof}, not a {kind:?}PoSt"),
             });
         }
-        let de = |e| FilecoinError::json(WHAT, e);
         let v = request.vanilla_proofs;
         let inner = match proof.sector_size.shape() {
-            Shape::Base => PostAny::Base(serde_json::from_value(v).map_err(de)?),
-            Shape::Sub2 => PostAny::Sub2(serde_json::from_value(v).map_err(de)?),
-            Shape::Sub8 => PostAny::Sub8(serde_json::from_value(v).map_err(de)?),
-            Shape::Top2 => PostAny::Top2(serde_json::from_value(v).map_err(de)?),
+            Shape::Base => PostAny::Base(vanilla::decode(WHAT, v)?),
+            Shape::Sub2 => PostAny::Sub2(vanilla::decode(WHAT, v)?),
+            Shape::Sub8 => PostAny::Sub8(vanilla::decode(WHAT, v)?),
+            Shape::Top2 => PostAny::Top2(vanilla::decode(WHAT, v)?),
         };
         let input = PostInput {
             proof,
@@ -165,12 +167,14 @@ impl PostInput {
         })
     }
 
-    /// The request as JSON, for typed vanilla proofs.
+    /// The request as JSON, for typed vanilla proofs, written in
+    /// `encoding`.
     pub fn request_json<Tree: 'static + MerkleTreeTrait>(
         proof: PostProof,
         randomness: [u8; 32],
         prover_id: [u8; 32],
         vanilla: &[FallbackPoStSectorProof<Tree>],
+        encoding: VanillaEncoding,
     ) -> Result<Vec<u8>> {
         let enc = |e: serde_json::Error| FilecoinError::BadInput {
             what: WHAT,
@@ -180,7 +184,7 @@ impl PostInput {
             registered_proof: proof.to_string(),
             randomness,
             prover_id,
-            vanilla_proofs: serde_json::to_value(vanilla).map_err(enc)?,
+            vanilla_proofs: vanilla::encode(WHAT, vanilla, encoding)?,
         };
         serde_json::to_vec(&request).map_err(enc)
     }

@@ -26,6 +26,7 @@ use storage_proofs_core::sector::SectorId;
 use crate::error::{FilecoinError, Result};
 use crate::sector::{SealProof, UpdateProof};
 use crate::update::UpdateInput;
+use crate::vanilla::VanillaEncoding;
 
 /// A sealed sector and everything its proofs need.
 #[derive(Debug)]
@@ -191,14 +192,20 @@ impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> std::fmt::Debug
 
 impl<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>> UpdatedSector<Tree> {
     /// The update as cuzk's SnapDeals request JSON
-    /// ([`crate::update::UpdateRequest`]).
+    /// ([`crate::update::UpdateRequest`]), vanilla proofs as JSON.
     pub fn request_json(&self) -> Result<Vec<u8>> {
+        self.request_json_as(VanillaEncoding::Json)
+    }
+
+    /// The same, with the vanilla proofs in `encoding`.
+    pub fn request_json_as(&self, encoding: VanillaEncoding) -> Result<Vec<u8>> {
         UpdateInput::request_json(
             self.proof,
             self.comm_r_old,
             self.comm_r_new,
             self.comm_d_new,
             &self.vanilla_proofs,
+            encoding,
         )
     }
 }

@@ -42,6 +42,7 @@ use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
 use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
 use crate::sector::{SectorSize, Shape, UpdateProof};
+use crate::vanilla::{self, VanillaEncoding};
 
 /// The circuit of one SnapDeals partition: storage-proofs-update's own,
 /// with the `Clone` that the engine needs (it records the circuit's shape
@@ -98,8 +99,9 @@ pub struct UpdateRequest {
     pub comm_r_new: [u8; 32],
     /// comm_d of the new data.
     pub comm_d_new: [u8; 32],
-    /// `PartitionProof`s as filecoin-proofs serializes them, in partition
-    /// order.
+    /// `PartitionProof`s in partition order: as filecoin-proofs serializes
+    /// them to JSON, or base64 strings of the `PartitionProofBytes`
+    /// filecoin-proofs-api returns ([`crate::vanilla`]).
     pub vanilla_proofs: Value,
 }
 
@@ -179,21 +181,25 @@ impl UpdateInput {
         let request: UpdateRequest =
             serde_json::from_slice(bytes).map_err(|e| FilecoinError::json(WHAT, e))?;
         let proof: UpdateProof = request.registered_proof.parse()?;
-        let found = sector_size_of(&request.vanilla_proofs)?;
-        if found != proof.sector_size() {
+        // The JSON form shows the sector size of its paths; the bincode form
+        // is read as the registered proof's type and its paths' shapes are
+        // checked below.
+        if vanilla::encoding_of(WHAT, &request.vanilla_proofs)? == VanillaEncoding::Json
+            && let found = sector_size_of(&request.vanilla_proofs)?
+            && found != proof.sector_size()
+        {
             return Err(FilecoinError::SectorSizeMismatch {
                 what: WHAT,
                 expected: proof.sector_size(),
                 found,
             });
         }
-        let de = |e| FilecoinError::json(WHAT, e);
         let v = request.vanilla_proofs;
         let inner = match proof.sector_size().shape() {
-            Shape::Base => UpdateAny::Base(serde_json::from_value(v).map_err(de)?),
-            Shape::Sub2 => UpdateAny::Sub2(serde_json::from_value(v).map_err(de)?),
-            Shape::Sub8 => UpdateAny::Sub8(serde_json::from_value(v).map_err(de)?),
-            Shape::Top2 => UpdateAny::Top2(serde_json::from_value(v).map_err(de)?),
+            Shape::Base => UpdateAny::Base(vanilla::decode(WHAT, v)?),
+            Shape::Sub2 => UpdateAny::Sub2(vanilla::decode(WHAT, v)?),
+            Shape::Sub8 => UpdateAny::Sub8(vanilla::decode(WHAT, v)?),
+            Shape::Top2 => UpdateAny::Top2(vanilla::decode(WHAT, v)?),
         };
         let comms = Comms {
             r_old: request.comm_r_old,
@@ -285,13 +291,15 @@ impl UpdateInput {
         with_tree_of!(self.proof, verify(self.proof, self.comms, param_dir, bytes))
     }
 
-    /// The request as JSON, for typed vanilla proofs.
+    /// The request as JSON, for typed vanilla proofs, written in
+    /// `encoding`.
     pub fn request_json<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         proof: UpdateProof,
         comm_r_old: [u8; 32],
         comm_r_new: [u8; 32],
         comm_d_new: [u8; 32],
         vanilla: &[PartitionProof<Tree>],
+        encoding: VanillaEncoding,
     ) -> Result<Vec<u8>> {
         let enc = |e: serde_json::Error| FilecoinError::BadInput {
             what: WHAT,
@@ -302,7 +310,7 @@ impl UpdateInput {
             comm_r_old,
             comm_r_new,
             comm_d_new,
-            vanilla_proofs: serde_json::to_value(vanilla).map_err(enc)?,
+            vanilla_proofs: vanilla::encode(WHAT, vanilla, encoding)?,
         };
         serde_json::to_vec(&request).map_err(enc)
     }

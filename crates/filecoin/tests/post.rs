@@ -8,9 +8,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use bellperson::groth16::create_proof_batch;
 use cuzk_filecoin::post::{self, PostInput};
-use cuzk_filecoin::{FilecoinError, PostKind, PostProof, SectorSize, proofs_to_bytes};
+use cuzk_filecoin::{
+    FilecoinError, PostKind, PostProof, SectorSize, VanillaEncoding, proofs_to_bytes,
+};
 use filecoin_proofs::{
     FallbackPoStSectorProof, PrivateReplicaInfo, PublicReplicaInfo, SectorShape2KiB,
     generate_fallback_sector_challenges, generate_single_vanilla_proof,
@@ -18,6 +22,7 @@ use filecoin_proofs::{
 use storage_proofs_core::api_version::ApiVersion;
 
 const RANDOMNESS: [u8; 32] = [9; 32];
+const JSON: VanillaEncoding = VanillaEncoding::Json;
 
 fn proof(kind: PostKind) -> PostProof {
     PostProof {
@@ -69,7 +74,41 @@ fn post_matches_bellperson_and_filecoin_verifies(kind: PostKind) {
         start.elapsed()
     );
     let vanilla = vanilla(kind);
-    let json = PostInput::request_json(proof, RANDOMNESS, sealed.prover_id, &vanilla).unwrap();
+    let json = match kind {
+        PostKind::Winning => {
+            PostInput::request_json(proof, RANDOMNESS, sealed.prover_id, &vanilla, JSON).unwrap()
+        }
+        // WindowPoSt from the vanilla proofs' bytes as filecoin-proofs-api
+        // hands them out (`bincode::serialize`), base64 in the request.
+        PostKind::Window => {
+            let bytes: Vec<String> = vanilla
+                .iter()
+                .map(|v| STANDARD.encode(bincode::serialize(v).unwrap()))
+                .collect();
+            let mut request: serde_json::Value = serde_json::from_slice(
+                &PostInput::request_json(proof, RANDOMNESS, sealed.prover_id, &vanilla, JSON)
+                    .unwrap(),
+            )
+            .unwrap();
+            request["vanilla_proofs"] = serde_json::json!(bytes);
+            let ours: serde_json::Value = serde_json::from_slice(
+                &PostInput::request_json(
+                    proof,
+                    RANDOMNESS,
+                    sealed.prover_id,
+                    &vanilla,
+                    VanillaEncoding::Bincode,
+                )
+                .unwrap(),
+            )
+            .unwrap();
+            assert!(
+                ours == request,
+                "cuzk's bincode form is not filecoin-proofs-api's"
+            );
+            serde_json::to_vec(&request).unwrap()
+        }
+    };
     let input = PostInput::from_json(&json, Some(kind)).unwrap();
     let partitions = post::partitions(proof, &RANDOMNESS, sealed.prover_id, &vanilla, dir).unwrap();
     let randomness = common::randomness(partitions.circuits.len(), 5);
@@ -122,7 +161,7 @@ fn post_matches_bellperson_and_filecoin_verifies(kind: PostKind) {
     // The proof of other randomness does not verify.
     let mut other = RANDOMNESS;
     other[0] ^= 1;
-    let json = PostInput::request_json(proof, other, sealed.prover_id, &vanilla).unwrap();
+    let json = PostInput::request_json(proof, other, sealed.prover_id, &vanilla, JSON).unwrap();
     let input = PostInput::from_json(&json, None).unwrap();
     assert!(!matches!(input.verify(dir, &ours.bytes), Ok(true)));
     // ...and proving with it fails: the vanilla proofs answer other challenges.
@@ -150,6 +189,7 @@ fn bad_post_requests_are_refused_with_clear_errors() {
         RANDOMNESS,
         sealed.prover_id,
         &vanilla,
+        JSON,
     )
     .unwrap();
 
@@ -175,9 +215,14 @@ fn bad_post_requests_are_refused_with_clear_errors() {
         .into_iter()
         .chain(self::vanilla(PostKind::Winning))
         .collect();
-    let json =
-        PostInput::request_json(proof(PostKind::Winning), RANDOMNESS, sealed.prover_id, &two)
-            .unwrap();
+    let json = PostInput::request_json(
+        proof(PostKind::Winning),
+        RANDOMNESS,
+        sealed.prover_id,
+        &two,
+        JSON,
+    )
+    .unwrap();
     let input = PostInput::from_json(&json, None).unwrap();
     let e = input
         .prove(common::engine(), common::init(), None)

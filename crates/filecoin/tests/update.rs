@@ -11,9 +11,11 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use bellperson::groth16::create_proof_batch;
 use cuzk_filecoin::update::{self, UpdateInput, generate_test_params};
-use cuzk_filecoin::{FilecoinError, SectorSize, UpdateProof, proofs_to_bytes};
+use cuzk_filecoin::{FilecoinError, SectorSize, UpdateProof, VanillaEncoding, proofs_to_bytes};
 use filecoin_proofs::SectorShape2KiB;
 use serde_json::Value;
 
@@ -57,7 +59,23 @@ fn snap_deals_2kib_is_bellperson_byte_for_byte_and_verify_accepts_it() {
     let proof = updated.proof;
     assert_eq!(proof, UpdateProof::new(SectorSize::KIB2).unwrap());
 
-    let input = UpdateInput::from_json(&updated.request_json().unwrap()).unwrap();
+    // The vanilla proofs as filecoin-proofs-api's generate_partition_proofs
+    // returns them (`PartitionProofBytes`: `bincode::serialize`), base64.
+    let bytes: Vec<String> = updated
+        .vanilla_proofs
+        .iter()
+        .map(|p| STANDARD.encode(bincode::serialize(p).unwrap()))
+        .collect();
+    let mut request: Value = serde_json::from_slice(&updated.request_json().unwrap()).unwrap();
+    request["vanilla_proofs"] = serde_json::json!(bytes);
+    let ours: Value =
+        serde_json::from_slice(&updated.request_json_as(VanillaEncoding::Bincode).unwrap())
+            .unwrap();
+    assert!(
+        ours == request,
+        "cuzk's bincode form is not filecoin-proofs-api's"
+    );
+    let input = UpdateInput::from_json(&serde_json::to_vec(&request).unwrap()).unwrap();
     assert_eq!(input.proof().to_string(), "StackedDrg2KiBV1");
     assert_eq!(input.partitions(), 1);
     input.check_vanilla().unwrap();
