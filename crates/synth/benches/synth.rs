@@ -1,6 +1,8 @@
 //! CPU synthesis of the built-in PoRep-shaped circuit (`porep:K`, 2^K
-//! constraints): the witness (`Witness::synthesize_with_capacity`) and
-//! a/b/c by SpMV (`evaluate`), ids `witness/porep/2^K` and `spmv/porep/2^K`.
+//! constraints): recording its PCE (`Pce::record`, once per circuit shape),
+//! the witness (`Witness::synthesize_with_capacity`) and a/b/c by SpMV
+//! (`evaluate`), ids `pce/porep/2^K`, `witness/porep/2^K` and
+//! `spmv/porep/2^K`.
 //! Sizes 2^14 and 2^16 by default; `CUZK_BENCH_LOG2=18,20` picks others.
 
 use std::hint::black_box;
@@ -30,6 +32,13 @@ fn synthesis(c: &mut Criterion) {
         let pce = Pce::record(spec.build(0)).expect("the built-in circuit records");
         let size = format!("2^{k}");
         let rows = Throughput::Elements(1 << k);
+
+        let mut group = c.benchmark_group("pce");
+        group.throughput(rows.clone()).sample_size(10);
+        group.bench_function(BenchmarkId::new("porep", &size), |b| {
+            b.iter(|| Pce::record(spec.build(0)).expect("the built-in circuit records"))
+        });
+        group.finish();
 
         let mut group = c.benchmark_group("witness");
         group.throughput(rows.clone()).sample_size(10);

@@ -267,37 +267,49 @@ impl RecordingCs {
         }
     }
 
-    fn intern(&mut self, coeff: &Scalar) -> u32 {
-        let next = self.coeff_table.len() as u32;
-        let idx = *self.coeff_index.entry(coeff.to_repr()).or_insert(next);
-        if idx == next {
-            self.coeff_table.push(*coeff);
-        }
-        idx
-    }
-
     fn push_row(&mut self, which: u8, lc: &LinearCombination<Scalar>) {
-        let mut entries: Vec<(u32, u32)> = Vec::with_capacity(lc.len());
+        let RecordingCs {
+            a,
+            b,
+            c,
+            coeff_table,
+            coeff_index,
+            ..
+        } = self;
+        let m = match which {
+            0 => a,
+            1 => b,
+            _ => c,
+        };
+        let mut intern = |coeff: &Scalar| -> u32 {
+            // Most coefficients are 1 or -1 (entries 0 and 1 of the table):
+            // compared as they are, without the conversion and hash below.
+            if *coeff == coeff_table[0] {
+                return 0;
+            }
+            if *coeff == coeff_table[1] {
+                return 1;
+            }
+            let next = coeff_table.len() as u32;
+            let idx = *coeff_index.entry(coeff.to_repr()).or_insert(next);
+            if idx == next {
+                coeff_table.push(*coeff);
+            }
+            idx
+        };
         // Zero coefficients are skipped: bellperson's prover neither evaluates
         // nor counts them in the densities.
         for (&i, coeff) in lc.iter_inputs() {
             if !bool::from(coeff.is_zero()) {
-                entries.push((i as u32, self.intern(coeff)));
+                m.cols.push(i as u32);
+                m.coeffs.push(intern(coeff));
             }
         }
         for (&i, coeff) in lc.iter_aux() {
             if !bool::from(coeff.is_zero()) {
-                entries.push((AUX_TAG | i as u32, self.intern(coeff)));
+                m.cols.push(AUX_TAG | i as u32);
+                m.coeffs.push(intern(coeff));
             }
-        }
-        let m = match which {
-            0 => &mut self.a,
-            1 => &mut self.b,
-            _ => &mut self.c,
-        };
-        for (col, coeff) in entries {
-            m.cols.push(col);
-            m.coeffs.push(coeff);
         }
         m.row_ptr.push(m.cols.len() as u64);
     }
@@ -429,5 +441,57 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// x * (2x + 3y - x + 0y) = y, plus x * 1 = -y + 2y with an input.
+    struct Coeffs;
+
+    impl Circuit<Scalar> for Coeffs {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> std::result::Result<(), SynthesisError> {
+            let x = cs.alloc(|| "x", || Ok(Scalar::from(2u64)))?;
+            let y = cs.alloc(|| "y", || Ok(Scalar::from(3u64)))?;
+            let z = cs.alloc_input(|| "z", || Ok(Scalar::ONE))?;
+            let two = Scalar::from(2u64);
+            let three = Scalar::from(3u64);
+            cs.enforce(
+                || "first",
+                |lc| lc + x,
+                |lc| lc + (two, x) + (three, y) + (Scalar::ZERO, z),
+                |lc| lc + y,
+            );
+            cs.enforce(
+                || "second",
+                |lc| lc + (-Scalar::ONE, z) + (three, x),
+                |lc| lc + CS::one(),
+                |lc| lc + (two, y) + (-Scalar::ONE, x),
+            );
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn coefficients_are_interned_in_first_use_order_after_one_and_minus_one() {
+        let pce = Pce::record(Coeffs).unwrap();
+        let two = Scalar::from(2u64);
+        let three = Scalar::from(3u64);
+        assert_eq!(pce.coeff_table, vec![Scalar::ONE, -Scalar::ONE, two, three]);
+        // Columns: inputs [one, z], then aux [x, y].
+        let (one, z, x, y) = (0, 1, 2, 3);
+        assert_eq!(pce.a.row(0), (&[x][..], &[0][..]));
+        // The zero coefficient of z is not stored.
+        assert_eq!(pce.b.row(0), (&[x, y][..], &[2, 3][..]));
+        assert_eq!(pce.c.row(0), (&[y][..], &[0][..]));
+        assert_eq!(pce.a.row(1), (&[z, x][..], &[1, 3][..]));
+        assert_eq!(pce.b.row(1), (&[one][..], &[0][..]));
+        assert_eq!(pce.c.row(1), (&[x, y][..], &[1, 2][..]));
+        assert!(pce.b_input_density.get(0) && !pce.b_input_density.get(1));
     }
 }
