@@ -9,13 +9,13 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{driver_version, today};
+use common::{Stat, machine, time_events, today};
 
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use blstrs::{Fp, G1Affine, G1Projective, Scalar};
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::CUdevice_attribute;
 use cuzk_groth16_cuda::cuda::{DeviceBuffer, DeviceElem, Gpu, grid_1d};
 use ff::Field;
 use group::{Curve, Group};
@@ -30,34 +30,9 @@ const fn imads_per_mul(n: u64) -> u64 {
 }
 const RUNS: usize = 7;
 
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
-}
-
 /// Times `launch` with CUDA events: one warm-up, then RUNS timed runs (seconds).
 fn time(gpu: &Arc<Gpu>, mut launch: impl FnMut() -> Result<()>) -> Result<Stat> {
-    launch()?;
-    gpu.synchronize()?;
-    let mut t = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let start = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        launch()?;
-        let end = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        end.synchronize()?;
-        t.push(start.elapsed_ms(&end)? as f64 / 1e3);
-    }
-    t.sort_by(f64::total_cmp);
-    Ok(Stat {
-        median: t[RUNS / 2],
-        min: t[0],
-        max: t[RUNS - 1],
-    })
+    time_events(gpu, RUNS, |setup| if setup { Ok(()) } else { launch() })
 }
 
 fn bench_mul<T: DeviceElem>(gpu: &Arc<Gpu>, kernel: &str, data: &[T], iters: u32) -> Result<Stat> {
@@ -159,14 +134,11 @@ fn main() -> Result<()> {
     let doc = json!({
         "revision": revision,
         "date": today(),
-        "machine": {
-            "gpu": gpu.name(),
-            "driver": driver_version(),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "machine": machine(gpu.name(), json!({
             "sms": sms,
             "clock_mhz": clock_khz / 1000,
             "imad_peak_per_s": imad_peak,
-        },
+        })),
         "command": command,
         "results": results,
     });
@@ -185,7 +157,7 @@ fn result(
     json!({
         "name": name,
         "unit": "s",
-        "median": s.median, "min": s.min, "max": s.max, "runs": RUNS,
+        "median": s.median, "min": s.min, "max": s.max, "runs": s.runs,
         "derived": {"mul_per_s": rate, "fraction_of_imad_bound": rate / bound_ops_per_s},
         "bound": {"name": format!("imad-peak / {imads_per_op} IMADs per op"), "value": ops / bound_ops_per_s},
         "notes": format!("{ops:.3e} operations per run; rate {rate:.3e}/s vs IMAD-bound {bound_ops_per_s:.3e}/s"),

@@ -26,7 +26,7 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{driver_version, today};
+use common::{Stat, machine, today};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -77,13 +77,6 @@ impl Kind {
             Kind::Filecoin => "filecoin",
         }
     }
-}
-
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
-    runs: usize,
 }
 
 fn log(msg: impl AsRef<str>) {
@@ -140,16 +133,7 @@ fn time_gpu<T>(runs: usize, mut f: impl FnMut() -> Result<T>) -> Result<(Stat, T
         last = f()?;
         t.push(start.elapsed().as_secs_f64());
     }
-    t.sort_by(f64::total_cmp);
-    Ok((
-        Stat {
-            median: t[runs / 2],
-            min: t[0],
-            max: t[runs - 1],
-            runs,
-        },
-        last,
-    ))
+    Ok((Stat::of(t), last))
 }
 
 fn cpu_msm<A: BenchCurve>(bases: &[A], scalars: &[Scalar]) -> Result<(f64, A::Curve)> {
@@ -528,11 +512,7 @@ fn main() -> Result<()> {
     let doc = json!({
         "revision": revision,
         "date": today(),
-        "machine": {
-            "gpu": gpu.name(),
-            "driver": driver_version(),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        },
+        "machine": machine(gpu.name(), json!({})),
         "command": command,
         "config": {
             "g1": format!("{g1_config:?}"),

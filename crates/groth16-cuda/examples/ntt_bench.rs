@@ -16,7 +16,7 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{driver_version, today};
+use common::{Stat, machine, time_events, today};
 
 use std::{sync::Arc, time::Instant};
 
@@ -41,44 +41,10 @@ use serde_json::{Value, json};
 const RUNS: usize = 7;
 const SIZES: [u32; 3] = [22, 24, 26];
 
-#[derive(Clone, Copy, Debug)]
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
-    runs: usize,
-}
-
-fn stat(mut t: Vec<f64>) -> Stat {
-    t.sort_by(f64::total_cmp);
-    Stat {
-        median: t[t.len() / 2],
-        min: t[0],
-        max: t[t.len() - 1],
-        runs: t.len(),
-    }
-}
-
 /// Times `step(false)` with CUDA events on the GPU's stream: one warm-up,
 /// then RUNS runs, each after an untimed `step(true)` (the setup). Seconds.
-fn time_gpu(gpu: &Arc<Gpu>, mut step: impl FnMut(bool) -> Result<()>) -> Result<Stat> {
-    step(true)?;
-    step(false)?;
-    gpu.synchronize()?;
-    let mut t = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        step(true)?;
-        let start = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        step(false)?;
-        let end = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        end.synchronize()?;
-        t.push(f64::from(start.elapsed_ms(&end)?) / 1e3);
-    }
-    Ok(stat(t))
+fn time_gpu(gpu: &Arc<Gpu>, step: impl FnMut(bool) -> Result<()>) -> Result<Stat> {
+    time_events(gpu, RUNS, step)
 }
 
 fn random(n: usize, seed: u64) -> Vec<Scalar> {
@@ -188,7 +154,7 @@ fn main() -> Result<()> {
             want = compute_h(&a, &b, &c)?;
             t.push(start.elapsed().as_secs_f64());
         }
-        let cpu = stat(t);
+        let cpu = Stat::of(t);
         eprintln!("2^{log2}: CPU {:.3} s", cpu.median);
 
         // Device-resident.
@@ -335,13 +301,10 @@ fn main() -> Result<()> {
     let doc = json!({
         "revision": revision,
         "date": today(),
-        "machine": {
-            "gpu": gpu.name(),
-            "driver": driver_version(),
-            "cpus": cpus,
+        "machine": machine(gpu.name(), json!({
             "copy_bandwidth_gb_per_s": copy_bw / 1e9,
             "fr_mul_per_s": mul_rate,
-        },
+        })),
         "command": command,
         "results": results,
     });

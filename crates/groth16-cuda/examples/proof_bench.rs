@@ -25,7 +25,7 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{driver_version, today};
+use common::{Stat, machine, result, today};
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -92,24 +92,6 @@ fn proof_bytes(p: &Proof<Bls12>) -> Vec<u8> {
 
 fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
-}
-
-/// (median, min, max) of seconds.
-fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (s[s.len() / 2], s[0], s[s.len() - 1])
-}
-
-fn result(name: String, v: &[f64], extra: Value) -> Value {
-    let (median, min, max) = stats(v);
-    let mut r = json!({
-        "name": name, "unit": "s", "median": median, "min": min, "max": max, "runs": v.len(),
-    });
-    if let (Value::Object(r), Value::Object(e)) = (&mut r, extra) {
-        r.extend(e);
-    }
-    r
 }
 
 fn main() -> Result<()> {
@@ -194,7 +176,7 @@ fn main() -> Result<()> {
             last = Some((seed, r, s, proof_bytes(&out.proof)));
         }
 
-        let (synth_median, _, _) = stats(&synth);
+        let synth_median = Stat::of(synth.clone()).median;
         let mut baseline = None;
         let mut identical = Value::Null;
         if k <= args.bellperson_max {
@@ -218,8 +200,8 @@ fn main() -> Result<()> {
                 None => json!({}),
             }
         };
-        let (ex_med, _, _) = stats(&excluded);
-        let (in_med, _, _) = stats(&included);
+        let ex_med = Stat::of(excluded.clone()).median;
+        let in_med = Stat::of(included.clone()).median;
         let mut ex = base(
             ex_med,
             baseline.map(|b| (b - synth_median).max(f64::MIN_POSITIVE)),
@@ -280,11 +262,7 @@ fn main() -> Result<()> {
     let out = json!({
         "revision": args.revision,
         "date": today(),
-        "machine": {
-            "gpu": gpu_name,
-            "driver": driver_version(),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        },
+        "machine": machine(&gpu_name, json!({})),
         "command": args.command,
         "results": results,
     });

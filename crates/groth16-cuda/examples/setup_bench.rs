@@ -26,7 +26,7 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{driver_version, today};
+use common::{Stat, machine, result, today};
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -108,24 +108,6 @@ fn args() -> Result<Args> {
     Ok(a)
 }
 
-/// (median, min, max) of seconds.
-fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (s[s.len() / 2], s[0], s[s.len() - 1])
-}
-
-fn result(name: String, v: &[f64], extra: Value) -> Value {
-    let (median, min, max) = stats(v);
-    let mut r = json!({
-        "name": name, "unit": "s", "median": median, "min": min, "max": max, "runs": v.len(),
-    });
-    if let (Value::Object(r), Value::Object(e)) = (&mut r, extra) {
-        r.extend(e);
-    }
-    r
-}
-
 /// Per-stage seconds of a report, by stage name.
 fn stages(r: &SetupReport) -> Vec<(String, f64)> {
     let mut v = vec![
@@ -197,11 +179,11 @@ fn window_sweep(windows: &[u32], results: &mut Vec<Value>) -> Result<()> {
                 wall.push(t.elapsed().as_secs_f64());
                 kernels.push((fb.kernel_ms() - before) / 1e3);
             }
-            let (k_med, _, _) = stats(&kernels);
+            let k_med = Stat::of(kernels.clone()).median;
             eprintln!(
                 "fixed-base {curve} 2^{} window {c}: wall {:.3} s, kernels {k_med:.3} s",
                 n.trailing_zeros(),
-                stats(&wall).0
+                Stat::of(wall.clone()).median
             );
             let log2 = n.trailing_zeros();
             results.push(result(
@@ -323,7 +305,7 @@ fn main() -> Result<()> {
             reports.push(report);
         }
         let totals: Vec<f64> = reports.iter().map(|r| r.total_s).collect();
-        let (total_med, _, _) = stats(&totals);
+        let total_med = Stat::of(totals.clone()).median;
 
         // bellperson on the same toxic waste, bytes compared.
         let mut baseline = None;
@@ -436,11 +418,7 @@ fn main() -> Result<()> {
     let out = json!({
         "revision": args.revision,
         "date": today(),
-        "machine": {
-            "gpu": gpu_name,
-            "driver": driver_version(),
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        },
+        "machine": machine(&gpu_name, json!({})),
         "command": args.command,
         "results": results,
     });

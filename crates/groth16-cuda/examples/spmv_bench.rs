@@ -26,14 +26,13 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{driver_version, today};
+use common::{Stat, machine, time_events, today};
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use blstrs::Scalar;
-use cudarc::driver::sys::CUevent_flags;
 use cuzk_groth16_cuda::cuda::{DeviceBuffer, Gpu};
 use cuzk_groth16_cuda::spmv::{self, DevicePce, GpuSpmv};
 use cuzk_pinned_pool::{Pool, PoolConfig, Request, TypedLease};
@@ -43,24 +42,6 @@ use ff::Field;
 use serde_json::{Value, json};
 
 const GPU_RUNS: usize = 7;
-
-#[derive(Clone, Copy, Debug)]
-struct Stat {
-    median: f64,
-    min: f64,
-    max: f64,
-    runs: usize,
-}
-
-fn stat(mut t: Vec<f64>) -> Stat {
-    t.sort_by(f64::total_cmp);
-    Stat {
-        median: t[t.len() / 2],
-        min: t[0],
-        max: t[t.len() - 1],
-        runs: t.len(),
-    }
-}
 
 fn log(msg: impl AsRef<str>) {
     eprintln!("[spmv_bench] {}", msg.as_ref());
@@ -75,26 +56,12 @@ fn time_wall(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Stat> {
         f()?;
         t.push(start.elapsed().as_secs_f64());
     }
-    Ok(stat(t))
+    Ok(Stat::of(t))
 }
 
 /// GPU seconds of what `f` queues, by CUDA events; one warm-up.
 fn time_gpu(gpu: &Arc<Gpu>, mut f: impl FnMut() -> Result<()>) -> Result<Stat> {
-    f()?;
-    gpu.synchronize()?;
-    let mut t = Vec::with_capacity(GPU_RUNS);
-    for _ in 0..GPU_RUNS {
-        let start = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        f()?;
-        let end = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        end.synchronize()?;
-        t.push(f64::from(start.elapsed_ms(&end)?) / 1e3);
-    }
-    Ok(stat(t))
+    time_events(gpu, GPU_RUNS, |setup| if setup { Ok(()) } else { f() })
 }
 
 fn pinned(pool: &Pool, v: &[Scalar]) -> Result<TypedLease<Scalar>> {
@@ -115,11 +82,7 @@ fn upload_padded(gpu: &Arc<Gpu>, v: &[Scalar], m: usize) -> Result<DeviceBuffer<
 }
 
 fn result(name: String, s: Stat, unit: &str) -> Value {
-    json!({
-        "name": name,
-        "unit": unit,
-        "median": s.median, "min": s.min, "max": s.max, "runs": s.runs,
-    })
+    s.result(name, unit)
 }
 
 fn with_baseline(mut r: Value, baseline: &str, base: Stat) -> Value {
@@ -201,7 +164,11 @@ fn main() -> Result<()> {
                 dpce.device_bytes()
             ));
         }
-        let mut r = result(format!("spmv/pce_upload/{tag}"), stat(vec![upload_s]), "s");
+        let mut r = result(
+            format!("spmv/pce_upload/{tag}"),
+            Stat::of(vec![upload_s]),
+            "s",
+        );
         r["notes"] = json!(format!(
             "one-time per circuit shape, not per partition: pack on the CPU ({cpus} threads) and \
              copy from pageable memory; {} bytes on the device (host CSR {} bytes); words \
@@ -376,11 +343,7 @@ fn main() -> Result<()> {
     let doc = json!({
         "revision": revision,
         "date": today(),
-        "machine": {
-            "gpu": gpu.name(),
-            "driver": driver_version(),
-            "cpus": cpus,
-        },
+        "machine": machine(gpu.name(), json!({})),
         "command": command,
         "results": results,
     });

@@ -1,5 +1,15 @@
-//! Facts every bench-data file records about the run, shared by the
-//! benchmark examples (`#[path]`-included; not an example itself).
+//! What the benchmark examples share (`#[path]`-included; not an example
+//! itself): the facts every bench-data file records about the run, run
+//! statistics, result entries and CUDA-event timing. Each example uses part
+//! of it.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use cudarc::driver::sys::CUevent_flags;
+use cuzk_groth16_cuda::cuda::Gpu;
+use serde_json::{Value, json};
 
 /// Today's date as `YYYY-MM-DD`, or empty when `date` is unavailable.
 pub fn today() -> String {
@@ -23,4 +33,87 @@ fn command_line(cmd: &str, args: &[&str]) -> String {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
         .unwrap_or_default()
+}
+
+/// The `machine` block of a bench-data file: the GPU's name, the driver,
+/// the CPU count, and `extra`'s fields (an object) after them.
+pub fn machine(gpu: &str, extra: Value) -> Value {
+    let mut m = json!({
+        "gpu": gpu,
+        "driver": driver_version(),
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+    });
+    if let (Value::Object(m), Value::Object(e)) = (&mut m, extra) {
+        m.extend(e);
+    }
+    m
+}
+
+/// Median, min, max and count of a run's samples.
+#[derive(Clone, Copy, Debug)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub runs: usize,
+}
+
+impl Stat {
+    /// The statistics of `samples` (at least one).
+    pub fn of(mut samples: Vec<f64>) -> Stat {
+        assert!(!samples.is_empty(), "a run takes at least one sample");
+        samples.sort_by(f64::total_cmp);
+        Stat {
+            median: samples[samples.len() / 2],
+            min: samples[0],
+            max: samples[samples.len() - 1],
+            runs: samples.len(),
+        }
+    }
+
+    /// A bench-data result entry: name, unit, median, min, max, runs.
+    pub fn result(&self, name: impl Into<String>, unit: &str) -> Value {
+        json!({
+            "name": name.into(),
+            "unit": unit,
+            "median": self.median, "min": self.min, "max": self.max, "runs": self.runs,
+        })
+    }
+}
+
+/// A result entry in seconds from `samples`, with `extra`'s fields (an
+/// object) added.
+pub fn result(name: String, samples: &[f64], extra: Value) -> Value {
+    let mut r = Stat::of(samples.to_vec()).result(name, "s");
+    if let (Value::Object(r), Value::Object(e)) = (&mut r, extra) {
+        r.extend(e);
+    }
+    r
+}
+
+/// Seconds of what `step(false)` queues on the GPU's stream, by CUDA
+/// events: one warm-up, then `runs` runs, each after an untimed
+/// `step(true)` (its setup, if it has one).
+pub fn time_events(
+    gpu: &Arc<Gpu>,
+    runs: usize,
+    mut step: impl FnMut(bool) -> Result<()>,
+) -> Result<Stat> {
+    step(true)?;
+    step(false)?;
+    gpu.synchronize()?;
+    let mut t = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        step(true)?;
+        let start = gpu
+            .stream()
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        step(false)?;
+        let end = gpu
+            .stream()
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        end.synchronize()?;
+        t.push(f64::from(start.elapsed_ms(&end)?) / 1e3);
+    }
+    Ok(Stat::of(t))
 }
