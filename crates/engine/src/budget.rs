@@ -43,9 +43,16 @@ impl Signal {
         *self.lock()
     }
 
-    pub(crate) fn bump(&self) {
-        *self.lock() += 1;
+    /// Moves the generation on and wakes every waiter; returns the new
+    /// generation.
+    pub(crate) fn bump(&self) -> u64 {
+        let generation = {
+            let mut g = self.lock();
+            *g += 1;
+            *g
+        };
         self.changed.notify_all();
+        generation
     }
 
     /// Sleeps until the generation differs from `seen`.

@@ -134,10 +134,12 @@ pub(super) fn dispatcher_main(shared: &Shared) {
             Err(_) => return,
         };
         shared.lock().unbound_permit = true;
-        let unbind = |permit: DispatchPermit| {
+        // Gives the permit back; the generation of the signal's bump that
+        // says so.
+        let unbind = |permit: DispatchPermit| -> u64 {
             drop(permit);
             shared.lock().unbound_permit = false;
-            shared.signal.bump();
+            shared.signal.bump()
         };
         // A partition that can have a working set now.
         loop {
@@ -146,7 +148,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 let st = shared.lock();
                 if st.shutdown {
                     drop(st);
-                    unbind(permit);
+                    let _ = unbind(permit);
                     return;
                 }
                 let mut firsts: Vec<(QueueKey, Arc<JobState>)> = Vec::new();
@@ -161,14 +163,18 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 firsts
             };
             if candidates.is_empty() {
-                unbind(permit);
+                let _ = unbind(permit);
                 break;
             }
             let Some((key, job, ws)) = pick(shared, candidates) else {
                 // Nothing fits the budget now: the permit goes back while
-                // waiting and is taken again, in priority order, after.
-                unbind(permit);
-                shared.signal.wait_past(seen);
+                // waiting and is taken again, in priority order, after. Wait
+                // only if nothing but that bump happened since `seen` (else
+                // something may have changed already: look again).
+                let bumped = unbind(permit);
+                if bumped == seen + 1 {
+                    shared.signal.wait_past(bumped);
+                }
                 break;
             };
             let mut st = shared.lock();
