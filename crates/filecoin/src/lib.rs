@@ -19,6 +19,19 @@
 //! seeded test parameters are generated only into directories the caller
 //! names, never the production cache.
 
+/// Runs `$f::<Tree>($args)` with the Merkle tree type of sector size
+/// `$size` (a [`SectorSize`]).
+macro_rules! with_tree {
+    ($size:expr, $f:ident($($args:expr),*)) => {
+        match $size.shape() {
+            $crate::sector::Shape::Base => $f::<filecoin_proofs::SectorShapeBase>($($args),*),
+            $crate::sector::Shape::Sub2 => $f::<filecoin_proofs::SectorShapeSub2>($($args),*),
+            $crate::sector::Shape::Sub8 => $f::<filecoin_proofs::SectorShapeSub8>($($args),*),
+            $crate::sector::Shape::Top2 => $f::<filecoin_proofs::SectorShapeTop2>($($args),*),
+        }
+    };
+}
+
 pub mod error;
 pub mod params;
 pub mod porep;

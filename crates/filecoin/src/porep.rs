@@ -64,18 +64,6 @@ macro_rules! with_c1 {
     };
 }
 
-/// Runs `$f::<Tree>($args)` with the tree type of sector size `$size`.
-macro_rules! with_tree {
-    ($size:expr, $f:ident($($args:expr),*)) => {
-        match $size.shape() {
-            Shape::Base => $f::<SectorShapeBase>($($args),*),
-            Shape::Sub2 => $f::<SectorShapeSub2>($($args),*),
-            Shape::Sub8 => $f::<SectorShapeSub8>($($args),*),
-            Shape::Top2 => $f::<SectorShapeTop2>($($args),*),
-        }
-    };
-}
-
 /// The C2 proof: partition proofs and their bytes as filecoin-proofs
 /// writes them.
 #[derive(Debug, Clone)]

@@ -141,18 +141,6 @@ macro_rules! with_vanilla {
     };
 }
 
-/// Runs `$f::<Tree>($args)` with the tree type of update proof `$proof`.
-macro_rules! with_tree_of {
-    ($proof:expr, $f:ident($($args:expr),*)) => {
-        match $proof.sector_size().shape() {
-            Shape::Base => $f::<SectorShapeBase>($($args),*),
-            Shape::Sub2 => $f::<SectorShapeSub2>($($args),*),
-            Shape::Sub8 => $f::<SectorShapeSub8>($($args),*),
-            Shape::Top2 => $f::<SectorShapeTop2>($($args),*),
-        }
-    };
-}
-
 // By hand: storage-proofs-update's proofs have no `Debug`.
 impl std::fmt::Debug for UpdateAny {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -281,14 +269,17 @@ impl UpdateInput {
 
     /// The parameter files of this update's circuit in `param_dir`.
     pub fn param_files(&self, param_dir: &Path) -> Result<ParamFiles> {
-        with_tree_of!(self.proof, param_files(self.proof, param_dir))
+        with_tree!(self.proof.sector_size(), param_files(self.proof, param_dir))
     }
 
     /// Verifies update proof bytes against the request's commitments, as
     /// `verify_empty_sector_update_proof` does, with the verifying key from
     /// `param_dir`.
     pub fn verify(&self, param_dir: &Path, bytes: &[u8]) -> Result<bool> {
-        with_tree_of!(self.proof, verify(self.proof, self.comms, param_dir, bytes))
+        with_tree!(
+            self.proof.sector_size(),
+            verify(self.proof, self.comms, param_dir, bytes)
+        )
     }
 
     /// The request as JSON, for typed vanilla proofs, written in
@@ -558,7 +549,7 @@ fn verify<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 /// `param_dir` unless they are there (see [`params::generate`]); returns
 /// whether it generated.
 pub fn generate_test_params(proof: UpdateProof, param_dir: &Path, seed: u64) -> Result<bool> {
-    with_tree_of!(proof, generate_for(proof, param_dir, seed))
+    with_tree!(proof.sector_size(), generate_for(proof, param_dir, seed))
 }
 
 fn generate_for<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
