@@ -39,47 +39,35 @@ pub fn is_fake(vk: &VerifyingKey<Bls12>) -> bool {
     vk.alpha_g1 == fake_alpha_g1()
 }
 
-/// Affine forms of Jacobian points with one field inversion for the whole
-/// slice (Montgomery's trick). The identity maps to the identity.
-fn normalize_g1(points: &[G1Projective]) -> Vec<G1Affine> {
-    let zs: Vec<Fp> = points.iter().map(|p| p.z()).collect();
-    batch_invert(
-        zs,
-        |z| z.is_zero().into(),
-        |a, b| a * b,
-        |z| z.invert().unwrap_or(Fp::ZERO),
-    )
-    .into_iter()
-    .zip(points)
-    .map(|(zinv, p)| {
-        if bool::from(p.is_identity()) {
-            return G1Affine::default();
+/// `fn $name(&[$proj]) -> Vec<$aff>`: affine forms of Jacobian points with
+/// one field inversion for the whole slice (Montgomery's trick). The
+/// identity maps to the identity.
+macro_rules! normalize {
+    ($name:ident, $proj:ty, $aff:ty, $field:ty) => {
+        fn $name(points: &[$proj]) -> Vec<$aff> {
+            let zs: Vec<$field> = points.iter().map(|p| p.z()).collect();
+            batch_invert(
+                zs,
+                |z| z.is_zero().into(),
+                |a, b| a * b,
+                |z| z.invert().unwrap_or(<$field>::ZERO),
+            )
+            .into_iter()
+            .zip(points)
+            .map(|(zinv, p)| {
+                if bool::from(p.is_identity()) {
+                    return <$aff>::default();
+                }
+                let zinv2 = zinv.square();
+                <$aff>::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false)
+            })
+            .collect()
         }
-        let zinv2 = zinv.square();
-        G1Affine::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false)
-    })
-    .collect()
+    };
 }
 
-fn normalize_g2(points: &[G2Projective]) -> Vec<G2Affine> {
-    let zs: Vec<Fp2> = points.iter().map(|p| p.z()).collect();
-    batch_invert(
-        zs,
-        |z| z.is_zero().into(),
-        |a, b| a * b,
-        |z| z.invert().unwrap_or(Fp2::ZERO),
-    )
-    .into_iter()
-    .zip(points)
-    .map(|(zinv, p)| {
-        if bool::from(p.is_identity()) {
-            return G2Affine::default();
-        }
-        let zinv2 = zinv.square();
-        G2Affine::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false)
-    })
-    .collect()
-}
+normalize!(normalize_g1, G1Projective, G1Affine, Fp);
+normalize!(normalize_g2, G2Projective, G2Affine, Fp2);
 
 /// Inverses of every element (zeros stay zero) with a single inversion.
 fn batch_invert<F: Copy>(
