@@ -30,7 +30,7 @@ use storage_proofs_porep::stacked::{
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
 use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
-use crate::sector::{SealProof, SealVersion, SectorSize, Shape};
+use crate::sector::{self, SealProof, SealVersion, SectorSize, Shape};
 
 /// The circuit of one PoRep partition.
 pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
@@ -218,25 +218,13 @@ impl C1Output {
 /// the sector's 32-byte nodes, so its inclusion paths have log2(nodes)
 /// levels.
 fn sector_size_of(vanilla: &Value) -> Result<SectorSize> {
-    let bad = |detail: &str| FilecoinError::BadInput {
-        what: WHAT,
-        detail: detail.to_owned(),
-    };
-    let first = vanilla
-        .get(0)
-        .and_then(|p| p.get(0))
-        .ok_or_else(|| bad("`vanilla_proofs` holds no proofs"))?;
-    let levels = first
-        .pointer("/comm_d_proofs/data/Single/path/path")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("its first vanilla proof has no comm_d inclusion path"))?
-        .len();
-    if levels == 0 || levels > 40 {
-        return Err(bad(&format!(
-            "its comm_d inclusion path has {levels} levels"
-        )));
-    }
-    SectorSize::new(32u64 << levels)
+    let first = vanilla.get(0).and_then(|p| p.get(0));
+    sector::sector_size_from_path(
+        WHAT,
+        first,
+        "/comm_d_proofs/data/Single/path/path",
+        "comm_d",
+    )
 }
 
 /// The checks `seal_commit_phase2` makes before proving.

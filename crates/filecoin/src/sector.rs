@@ -398,6 +398,36 @@ impl FromStr for UpdateProof {
     }
 }
 
+/// The sector size a vanilla proof was made for, read from one of its
+/// inclusion paths in a binary tree over the sector's 32-byte nodes (comm_d's
+/// tree, TreeD): such a path has log2(nodes) levels. `first` is the first
+/// proof of the request (`None` when it holds none), `pointer` the JSON
+/// pointer to the path's list of levels, `tree` the tree's name in errors.
+pub(crate) fn sector_size_from_path(
+    what: &'static str,
+    first: Option<&serde_json::Value>,
+    pointer: &str,
+    tree: &str,
+) -> Result<SectorSize> {
+    let bad = |detail: String| FilecoinError::BadInput { what, detail };
+    let first = first.ok_or_else(|| bad("`vanilla_proofs` holds no proofs".to_owned()))?;
+    let levels = first
+        .pointer(pointer)
+        .and_then(serde_json::Value::as_array)
+        .ok_or_else(|| {
+            bad(format!(
+                "its first vanilla proof has no {tree} inclusion path"
+            ))
+        })?
+        .len();
+    if levels == 0 || levels > 40 {
+        return Err(bad(format!(
+            "its {tree} inclusion path has {levels} levels"
+        )));
+    }
+    SectorSize::new(32u64 << levels)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,7 +41,7 @@ use storage_proofs_update::{
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
 use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
-use crate::sector::{SectorSize, Shape, UpdateProof};
+use crate::sector::{self, SectorSize, Shape, UpdateProof};
 use crate::vanilla::{self, VanillaEncoding};
 
 /// The circuit of one SnapDeals partition: storage-proofs-update's own,
@@ -317,20 +317,15 @@ fn sector_size_of(vanilla: &Value) -> Result<SectorSize> {
     let partitions = vanilla
         .as_array()
         .ok_or_else(|| bad("`vanilla_proofs` is not a list of partition proofs"))?;
-    let first = partitions
-        .first()
-        .ok_or_else(|| bad("`vanilla_proofs` holds no partition proofs"))?;
-    let levels = first
-        .pointer("/challenge_proofs/0/proof_d_new/data/Single/path/path")
-        .and_then(Value::as_array)
-        .ok_or_else(|| bad("its first partition proof has no TreeD inclusion path"))?
-        .len();
-    if levels == 0 || levels > 40 {
-        return Err(bad(&format!(
-            "its TreeD inclusion path has {levels} levels"
-        )));
+    if partitions.is_empty() {
+        return Err(bad("`vanilla_proofs` holds no partition proofs"));
     }
-    SectorSize::new(32u64 << levels)
+    sector::sector_size_from_path(
+        WHAT,
+        partitions.first(),
+        "/challenge_proofs/0/proof_d_new/data/Single/path/path",
+        "TreeD",
+    )
 }
 
 /// What the circuit asserts about its private inputs, checked here so a
