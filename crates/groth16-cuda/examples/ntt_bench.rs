@@ -16,7 +16,10 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Stat, machine, time_events, today};
+#[path = "common/events.rs"]
+mod events;
+use common::{Stat, machine, today};
+use events::time_events;
 
 use std::{sync::Arc, time::Instant};
 

@@ -26,7 +26,10 @@
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Stat, machine, time_events, today};
+#[path = "common/events.rs"]
+mod events;
+use common::{Stat, machine, today};
+use events::time_events;
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -25,9 +25,10 @@
 //! `--out` also to FILE after every peer proof (so a run cut short by a
 //! time limit keeps what it measured); progress to stderr.
 
-// The benchmark examples' run facts (date, driver), shared by path.
+// The benchmark examples' run facts and result entries, shared by path.
 #[path = "../../groth16-cuda/examples/common/mod.rs"]
 mod common;
+use common::{Stat, result};
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -165,26 +166,6 @@ fn proof_bytes(p: &Proof<Bls12>) -> Vec<u8> {
     v
 }
 
-/// A bench-data result: median, min and max of seconds, plus `extra`.
-fn result(name: String, v: &[f64], extra: Value) -> Value {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let mut r = json!({
-        "name": name, "unit": "s", "median": s[s.len() / 2], "min": s[0],
-        "max": s[s.len() - 1], "runs": s.len(),
-    });
-    if let (Value::Object(r), Value::Object(e)) = (&mut r, extra) {
-        r.extend(e);
-    }
-    r
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
-}
-
 /// The three results of one size: cuzk with and without synthesis, the peer.
 fn size_results(
     size: &str,
@@ -194,14 +175,14 @@ fn size_results(
     identical: bool,
     peer_load: f64,
 ) -> Vec<Value> {
-    let peer_median = median(theirs);
+    let peer_median = Stat::of(theirs.to_vec()).median;
     vec![
         result(
             format!("peers/{size}/porep/cuzk/synthesis-included"),
             included,
             json!({
                 "baseline": {"name": peer::NAME, "median": peer_median, "runs": theirs.len()},
-                "ratio_vs_baseline": peer_median / median(included),
+                "ratio_vs_baseline": peer_median / Stat::of(included.to_vec()).median,
                 "byte_identical_to_baseline": identical,
                 "notes": "GPU 0, a/b/c on the GPU, parameters resident (uploaded in a warm-up \
                           proof); fake parameters, the same for both provers",
@@ -261,11 +242,7 @@ fn main() -> Result<()> {
         head: json!({
             "revision": args.revision,
             "date": common::today(),
-            "machine": {
-                "gpu": gpu_name,
-                "driver": common::driver_version(),
-                "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-            },
+            "machine": common::machine(&gpu_name, json!({})),
             "command": args.command,
         }),
         out: args.out.clone(),

@@ -1,14 +1,9 @@
-//! What the benchmark examples share (`#[path]`-included; not an example
-//! itself): the facts every bench-data file records about the run, run
-//! statistics, result entries and CUDA-event timing. Each example uses part
-//! of it.
+//! What the benchmark examples (and cuzk-peers) share, `#[path]`-included,
+//! not an example itself: the facts every bench-data file records about the
+//! run, run statistics and result entries. Each includer uses part of it.
+//! CUDA-event timing is in `events.rs` beside it.
 #![allow(dead_code)]
 
-use std::sync::Arc;
-
-use anyhow::Result;
-use cudarc::driver::sys::CUevent_flags;
-use cuzk_groth16_cuda::cuda::Gpu;
 use serde_json::{Value, json};
 
 /// Today's date as `YYYY-MM-DD`, or empty when `date` is unavailable.
@@ -89,31 +84,4 @@ pub fn result(name: String, samples: &[f64], extra: Value) -> Value {
         r.extend(e);
     }
     r
-}
-
-/// Seconds of what `step(false)` queues on the GPU's stream, by CUDA
-/// events: one warm-up, then `runs` runs, each after an untimed
-/// `step(true)` (its setup, if it has one).
-pub fn time_events(
-    gpu: &Arc<Gpu>,
-    runs: usize,
-    mut step: impl FnMut(bool) -> Result<()>,
-) -> Result<Stat> {
-    step(true)?;
-    step(false)?;
-    gpu.synchronize()?;
-    let mut t = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        step(true)?;
-        let start = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        step(false)?;
-        let end = gpu
-            .stream()
-            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        end.synchronize()?;
-        t.push(f64::from(start.elapsed_ms(&end)?) / 1e3);
-    }
-    Ok(Stat::of(t))
 }
