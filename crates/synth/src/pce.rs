@@ -267,6 +267,16 @@ impl RecordingCs {
         }
     }
 
+    /// The index of `coeff` in the coefficient table, added if new.
+    fn intern(&mut self, coeff: &Scalar) -> u32 {
+        let next = self.coeff_table.len() as u32;
+        let idx = *self.coeff_index.entry(coeff.to_repr()).or_insert(next);
+        if idx == next {
+            self.coeff_table.push(*coeff);
+        }
+        idx
+    }
+
     fn push_row(&mut self, which: u8, lc: &LinearCombination<Scalar>) {
         let RecordingCs {
             a,
@@ -378,6 +388,11 @@ fn untag_columns(
 impl ConstraintSystem<Scalar> for RecordingCs {
     type Root = Self;
 
+    /// A part for [`ConstraintSystem::extend`] (without names).
+    fn new() -> Self {
+        RecordingCs::new(false)
+    }
+
     fn alloc<F, A, AR>(&mut self, _: A, _: F) -> std::result::Result<Variable, SynthesisError>
     where
         F: FnOnce() -> std::result::Result<Scalar, SynthesisError>,
@@ -441,6 +456,60 @@ impl ConstraintSystem<Scalar> for RecordingCs {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+
+    /// Extensible, as bellperson's prover is: a circuit that synthesizes
+    /// independent parts in parallel (WindowPoSt's sectors) takes the same
+    /// path here as under bellperson.
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends a part recorded on its own after a temporary ONE input:
+    /// its input 0 is this system's ONE, its other inputs and its aux
+    /// variables come after this system's, its constraints after these.
+    fn extend(&mut self, other: &Self) {
+        let input_base = self.num_inputs as u64;
+        let aux_base = self.num_aux as u64;
+        let other_inputs = other.num_inputs.saturating_sub(1);
+        self.overflow |= other.overflow
+            || input_base + other_inputs as u64 > AUX_TAG as u64
+            || aux_base + other.num_aux as u64 > AUX_TAG as u64;
+        if !self.overflow {
+            let coeffs: Vec<u32> = other.coeff_table.iter().map(|c| self.intern(c)).collect();
+            let col = |c: u32| -> u32 {
+                if c & AUX_TAG != 0 {
+                    AUX_TAG | (aux_base as u32 + (c & !AUX_TAG))
+                } else if c == 0 {
+                    0
+                } else {
+                    input_base as u32 + c - 1
+                }
+            };
+            for (dst, src) in [
+                (&mut self.a, &other.a),
+                (&mut self.b, &other.b),
+                (&mut self.c, &other.c),
+            ] {
+                dst.cols.extend(src.cols.iter().map(|&c| col(c)));
+                dst.coeffs
+                    .extend(src.coeffs.iter().map(|&k| coeffs[k as usize]));
+                let base = *dst.row_ptr.last().unwrap_or(&0);
+                dst.row_ptr
+                    .extend(src.row_ptr.iter().skip(1).map(|&p| base + p));
+            }
+        }
+        if let Some(names) = self.names.as_mut() {
+            match &other.names {
+                Some(theirs) => names.extend(theirs.iter().cloned()),
+                None => {
+                    let first = names.len();
+                    names.extend((0..other.a.rows()).map(|k| format!("extended/{}", first + k)));
+                }
+            }
+        }
+        self.num_inputs += other_inputs;
+        self.num_aux += other.num_aux;
     }
 }
 

@@ -63,6 +63,11 @@ impl WitnessCs {
 impl ConstraintSystem<Scalar> for WitnessCs {
     type Root = Self;
 
+    /// A part for [`ConstraintSystem::extend`].
+    fn new() -> Self {
+        WitnessCs::default()
+    }
+
     fn alloc<F, A, AR>(&mut self, _: A, f: F) -> std::result::Result<Variable, SynthesisError>
     where
         F: FnOnce() -> std::result::Result<Scalar, SynthesisError>,
@@ -104,5 +109,23 @@ impl ConstraintSystem<Scalar> for WitnessCs {
 
     fn get_root(&mut self) -> &mut Self::Root {
         self
+    }
+
+    /// Extensible, as bellperson's prover is (and as the PCE recorder is):
+    /// a circuit that synthesizes independent parts in parallel
+    /// (WindowPoSt's sectors) does so here too. Not a "witness generator":
+    /// bellperson's prover is not one either, and gadgets lay out their
+    /// variables differently for those.
+    fn is_extensible() -> bool {
+        true
+    }
+
+    /// Appends a part synthesized on its own after a temporary ONE input,
+    /// which is dropped (this system's ONE stands for it).
+    fn extend(&mut self, other: &Self) {
+        self.witness
+            .inputs
+            .extend_from_slice(other.witness.inputs.get(1..).unwrap_or(&[]));
+        self.witness.aux.extend_from_slice(&other.witness.aux);
     }
 }

@@ -35,6 +35,7 @@ pub fn constraints(spec: &CircuitSpec) -> u64 {
         Family::NoAux => 3 * n + 2,
         Family::ManyInputs => (1u64 << (n + 1).min(63)) + 2,
         Family::RepeatedVars | Family::ConstantOnly => 3 * n + 3,
+        Family::Parts => 35 * n + 1,
     }
 }
 

@@ -25,6 +25,7 @@ mod constant_only;
 mod many_inputs;
 mod mul_chain;
 mod no_aux;
+mod parts;
 mod porep;
 mod repeated_vars;
 mod sha256;
@@ -42,6 +43,7 @@ pub use constant_only::ConstantOnly;
 pub use many_inputs::ManyInputs;
 pub use mul_chain::MulChain;
 pub use no_aux::NoAux;
+pub use parts::Parts;
 pub use porep::PorepShaped;
 pub use repeated_vars::RepeatedVars;
 pub use sha256::Sha256;
@@ -68,6 +70,7 @@ pub enum Family {
     ManyInputs,
     RepeatedVars,
     ConstantOnly,
+    Parts,
 }
 
 /// `porep:K` without `:P` means this many percent boolean rows, about what
@@ -113,6 +116,12 @@ const FAMILIES: &[(&str, &str)] = &[
          with (x)*(2) = y; plus an empty and a B-and-C-empty row; 3N+3 constraints \
          (N in 1..=2^24)",
     ),
+    (
+        "parts:N",
+        "N independent parts, synthesized in parallel and joined with `extend` on an \
+         extensible constraint system (as WindowPoSt synthesizes its sectors), else one \
+         after the other; a public input per part; 35N+1 constraints (N in 1..=4096)",
+    ),
 ];
 
 impl Family {
@@ -126,6 +135,7 @@ impl Family {
             Family::ManyInputs => "many-inputs",
             Family::RepeatedVars => "repeated-vars",
             Family::ConstantOnly => "constant-only",
+            Family::Parts => "parts",
         }
     }
 
@@ -138,6 +148,7 @@ impl Family {
             Family::Sha256 => 1..=4096,
             Family::PorepShaped { .. } => 5..=30,
             Family::ManyInputs => 0..=20,
+            Family::Parts => 1..=4096,
             Family::NoAux | Family::RepeatedVars | Family::ConstantOnly => 1..=1 << 24,
         }
     }
@@ -153,6 +164,7 @@ impl Family {
             "many-inputs" => Family::ManyInputs,
             "repeated-vars" => Family::RepeatedVars,
             "constant-only" => Family::ConstantOnly,
+            "parts" => Family::Parts,
             _ => return None,
         })
     }
@@ -181,6 +193,7 @@ impl CircuitSpec {
             Family::ConstantOnly => {
                 BuiltinCircuit::ConstantOnly(ConstantOnly::new(size, witness_seed))
             }
+            Family::Parts => BuiltinCircuit::Parts(Parts::new(size, witness_seed)),
         }
     }
 
@@ -239,6 +252,8 @@ pub fn all_test_specs() -> Vec<CircuitSpec> {
         spec(Family::RepeatedVars, 8),
         spec(Family::ConstantOnly, 1),
         spec(Family::ConstantOnly, 8),
+        spec(Family::Parts, 1),
+        spec(Family::Parts, 8),
     ]
 }
 
@@ -326,6 +341,7 @@ pub enum BuiltinCircuit {
     ManyInputs(ManyInputs),
     RepeatedVars(RepeatedVars),
     ConstantOnly(ConstantOnly),
+    Parts(Parts),
 }
 
 impl Circuit<Scalar> for BuiltinCircuit {
@@ -338,6 +354,7 @@ impl Circuit<Scalar> for BuiltinCircuit {
             BuiltinCircuit::ManyInputs(c) => c.synthesize(cs),
             BuiltinCircuit::RepeatedVars(c) => c.synthesize(cs),
             BuiltinCircuit::ConstantOnly(c) => c.synthesize(cs),
+            BuiltinCircuit::Parts(c) => c.synthesize(cs),
         }
     }
 }
@@ -482,6 +499,7 @@ pub(super) mod tests {
             Family::NoAux => 3 * n + 2,
             Family::ManyInputs => (1 << (n + 1)) + 2,
             Family::RepeatedVars | Family::ConstantOnly => 3 * n + 3,
+            Family::Parts => 35 * n + 1,
         }
     }
 
@@ -638,7 +656,7 @@ pub(super) mod tests {
             .iter()
             .map(|(syntax, _)| syntax.split(':').next().unwrap_or_default())
             .collect();
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 8);
         for spec in all_test_specs() {
             assert!(names.contains(&spec.family.name()), "{spec}");
             let min = *spec.family.size_range().start();
