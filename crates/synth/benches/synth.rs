@@ -2,7 +2,8 @@
 //! constraints): recording its PCE (`Pce::record`, once per circuit shape),
 //! the witness (`Witness::synthesize_with_capacity`) and a/b/c by SpMV
 //! (`evaluate`), ids `pce/porep/2^K`, `witness/porep/2^K` and
-//! `spmv/porep/2^K`.
+//! `spmv/porep/2^K`; and the witness of `parts:2048` with and without
+//! parallel parts (`witness/parts/2048/{extended,sequential}`).
 //! Sizes 2^14 and 2^16 by default; `CUZK_BENCH_LOG2=18,20` picks others.
 
 use std::hint::black_box;
@@ -61,5 +62,26 @@ fn synthesis(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, synthesis);
+/// The witness of `parts:N` (independent parts, like WindowPoSt's sectors)
+/// synthesized through `extend` in parallel, and one part after the other:
+/// ids `witness/parts/N/extended` and `witness/parts/N/sequential`.
+fn parts(c: &mut Criterion) {
+    use cuzk_synth::circuits::Parts;
+    let n = 2048;
+    let mut group = c.benchmark_group("witness");
+    group
+        .throughput(Throughput::Elements(35 * n + 1))
+        .sample_size(10);
+    group.bench_function(BenchmarkId::new("parts", format!("{n}/extended")), |b| {
+        b.iter(|| Witness::synthesize(Parts::new(n as u32, 1)).expect("parts synthesize"))
+    });
+    group.bench_function(BenchmarkId::new("parts", format!("{n}/sequential")), |b| {
+        b.iter(|| {
+            Witness::synthesize(Parts::new(n as u32, 1).sequential()).expect("parts synthesize")
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, synthesis, parts);
 criterion_main!(benches);
