@@ -17,6 +17,10 @@
 //! parent caches and the sector. Writes the bench-data JSON (area
 //! `filecoin`) to stdout; progress to stderr.
 
+// The benchmark examples' run facts and statistics, shared by path.
+#[path = "../../groth16-cuda/examples/common/mod.rs"]
+mod common;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -67,23 +71,6 @@ fn args() -> Result<Args> {
         bail!("--runs must be at least 1");
     }
     Ok(a)
-}
-
-/// (median, min, max).
-fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    (s[s.len() / 2], s[0], s[s.len() - 1])
-}
-
-fn first_line(cmd: &str, args: &[&str]) -> String {
-    std::process::Command::new(cmd)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map(|s| s.lines().next().unwrap_or("").trim().to_owned())
-        .unwrap_or_default()
 }
 
 fn main() -> Result<()> {
@@ -171,8 +158,15 @@ fn main() -> Result<()> {
     }
 
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let (median, min, max) = stats(&cuzk);
-    let (base, base_min, base_max) = stats(&theirs);
+    let common::Stat {
+        median, min, max, ..
+    } = common::Stat::of(cuzk.clone());
+    let common::Stat {
+        median: base,
+        min: base_min,
+        max: base_max,
+        ..
+    } = common::Stat::of(theirs.clone());
     eprintln!(
         "PoRep C2 2KiB: cuzk ({backend}) median {median:.3} s, filecoin-proofs CPU median \
          {base:.3} s ({base_min:.3}..{base_max:.3}), ratio {:.2}",
@@ -180,15 +174,8 @@ fn main() -> Result<()> {
     );
     let out: Value = json!({
         "revision": args.revision,
-        "date": first_line("date", &["+%Y-%m-%d"]),
-        "machine": {
-            "gpu": first_line("nvidia-smi", &["--query-gpu=name", "--format=csv,noheader"]),
-            "driver": first_line(
-                "nvidia-smi",
-                &["--query-gpu=driver_version", "--format=csv,noheader"],
-            ),
-            "cpus": cpus,
-        },
+        "date": common::today(),
+        "machine": common::machine(&common::gpu_name(), json!({})),
         "command": args.command,
         "results": [
             {

@@ -19,6 +19,12 @@ pub fn driver_version() -> String {
     )
 }
 
+/// The first GPU's name from nvidia-smi, or empty without it (for runs
+/// that hold no `Gpu` handle of their own).
+pub fn gpu_name() -> String {
+    command_line("nvidia-smi", &["--query-gpu=name", "--format=csv,noheader"])
+}
+
 /// The first line a command prints, trimmed; empty when it cannot run.
 fn command_line(cmd: &str, args: &[&str]) -> String {
     std::process::Command::new(cmd)
