@@ -84,8 +84,9 @@ struct State {
     queue: BTreeMap<QueueKey, Pending>,
     tasks: VecDeque<Task>,
     idle_synthesis: usize,
-    /// The dispatcher holds a permit not yet bound to a partition.
-    unbound_permit: bool,
+    /// The job on whose behalf the dispatcher is taking, or holds, a permit
+    /// not yet bound to a partition.
+    unbound_permit: Option<u64>,
     jobs: Vec<Weak<JobState>>,
     drivers: Vec<JoinHandle<()>>,
 }
@@ -434,7 +435,7 @@ impl EngineBuilder {
             admission: Admission::default(),
             state: Mutex::new(State {
                 idle_synthesis: synthesis,
-                unbound_permit: false,
+                unbound_permit: None,
                 ..State::default()
             }),
             bound: DispatchBound::new(bound)?,

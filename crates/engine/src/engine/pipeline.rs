@@ -47,9 +47,10 @@ pub(super) fn drive(
             let j = job.lock();
             (j.to_dispatch == 0, j.terminated)
         };
-        // A job that ended early may have been the reason the dispatcher
-        // took a permit it has not bound yet: wait for it to be given back.
-        if dispatched && !(terminated && shared.lock().unbound_permit) {
+        // A job that ended early may be the one the dispatcher is taking a
+        // permit for, or holds one for unbound: wait for it to be given
+        // back (or bound to another job's partition).
+        if dispatched && !(terminated && shared.lock().unbound_permit == Some(job.id.0)) {
             break;
         }
         shared.signal.wait_past(seen);
@@ -109,37 +110,46 @@ pub(super) fn pick(
 
 pub(super) fn dispatcher_main(shared: &Shared) {
     loop {
-        // A free synthesis thread and a queued partition.
+        // A free synthesis thread and a queued partition. The permit about
+        // to be taken is the queue head's job's until it is bound to a
+        // partition or given back ("unbound", marked before it is asked
+        // for): a driver of that job, if the job ends meanwhile, waits for
+        // that, so that when a cancelled job's result is out no permit taken
+        // on its behalf is still held.
         let priority = loop {
             let seen = shared.signal.current();
             {
-                let st = shared.lock();
+                let mut st = shared.lock();
                 if st.shutdown {
                     return;
                 }
                 if st.idle_synthesis > 0
-                    && let Some((key, _)) = st.queue.first_key_value()
+                    && let Some((&key, _)) = st.queue.first_key_value()
                 {
+                    st.unbound_permit = Some(key.1);
                     break key.0.0;
                 }
             }
             shared.signal.wait_past(seen);
         };
-        // Reactive dispatch: one permit per partition in flight. Until it
-        // is bound to a partition the permit is "unbound": a cancelled job's
-        // driver waits for that to end, so that when its result is out no
-        // permit taken while it was queued is still held.
+        // No longer holding or asking for a permit on anyone's behalf; the
+        // generation of the signal's bump that says so.
+        let clear = || -> u64 {
+            shared.lock().unbound_permit = None;
+            shared.signal.bump()
+        };
+        // Reactive dispatch: one permit per partition in flight.
         let permit = match shared.bound.acquire(priority, &shared.stop) {
             Ok(p) => p,
-            Err(_) => return,
+            Err(_) => {
+                clear();
+                return;
+            }
         };
-        shared.lock().unbound_permit = true;
-        // Gives the permit back; the generation of the signal's bump that
-        // says so.
+        // Gives the permit back.
         let unbind = |permit: DispatchPermit| -> u64 {
             drop(permit);
-            shared.lock().unbound_permit = false;
-            shared.signal.bump()
+            clear()
         };
         // A partition that can have a working set now.
         loop {
@@ -189,7 +199,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 j.queued = j.queued.saturating_sub(1);
             }
             st.idle_synthesis = st.idle_synthesis.saturating_sub(1);
-            st.unbound_permit = false;
+            st.unbound_permit = None;
             st.tasks.push_back(Task {
                 job,
                 partition: key.2,
