@@ -238,87 +238,85 @@ pub struct RecordingCs {
     a: Csr,
     b: Csr,
     c: Csr,
-    coeff_table: Vec<Scalar>,
-    coeff_index: HashMap<[u8; 32], u32>,
+    coeffs: Coeffs,
     namespace: Vec<String>,
     names: Option<Vec<String>>,
     overflow: bool,
 }
 
-impl RecordingCs {
-    fn new(names: bool) -> Self {
-        let coeff_table = vec![Scalar::ONE, -Scalar::ONE];
-        let coeff_index = coeff_table
+/// The distinct coefficients met so far, 1 and -1 first, and where each is.
+#[derive(Debug)]
+struct Coeffs {
+    table: Vec<Scalar>,
+    index: HashMap<[u8; 32], u32>,
+}
+
+impl Coeffs {
+    fn new() -> Self {
+        let table = vec![Scalar::ONE, -Scalar::ONE];
+        let index = table
             .iter()
             .enumerate()
             .map(|(i, c)| (c.to_repr(), i as u32))
             .collect();
+        Coeffs { table, index }
+    }
+
+    /// The index of `coeff` in the table, added if new.
+    fn intern(&mut self, coeff: &Scalar) -> u32 {
+        // Most coefficients are 1 or -1 (entries 0 and 1): compared as they
+        // are, without the conversion and hash below.
+        if *coeff == self.table[0] {
+            return 0;
+        }
+        if *coeff == self.table[1] {
+            return 1;
+        }
+        let next = self.table.len() as u32;
+        let idx = *self.index.entry(coeff.to_repr()).or_insert(next);
+        if idx == next {
+            self.table.push(*coeff);
+        }
+        idx
+    }
+}
+
+impl RecordingCs {
+    fn new(names: bool) -> Self {
         RecordingCs {
             num_inputs: 0,
             num_aux: 0,
             a: Csr::new(),
             b: Csr::new(),
             c: Csr::new(),
-            coeff_table,
-            coeff_index,
+            coeffs: Coeffs::new(),
             namespace: Vec::new(),
             names: names.then(Vec::new),
             overflow: false,
         }
     }
 
-    /// The index of `coeff` in the coefficient table, added if new.
-    fn intern(&mut self, coeff: &Scalar) -> u32 {
-        let next = self.coeff_table.len() as u32;
-        let idx = *self.coeff_index.entry(coeff.to_repr()).or_insert(next);
-        if idx == next {
-            self.coeff_table.push(*coeff);
-        }
-        idx
-    }
-
     fn push_row(&mut self, which: u8, lc: &LinearCombination<Scalar>) {
         let RecordingCs {
-            a,
-            b,
-            c,
-            coeff_table,
-            coeff_index,
-            ..
+            a, b, c, coeffs, ..
         } = self;
         let m = match which {
             0 => a,
             1 => b,
             _ => c,
         };
-        let mut intern = |coeff: &Scalar| -> u32 {
-            // Most coefficients are 1 or -1 (entries 0 and 1 of the table):
-            // compared as they are, without the conversion and hash below.
-            if *coeff == coeff_table[0] {
-                return 0;
-            }
-            if *coeff == coeff_table[1] {
-                return 1;
-            }
-            let next = coeff_table.len() as u32;
-            let idx = *coeff_index.entry(coeff.to_repr()).or_insert(next);
-            if idx == next {
-                coeff_table.push(*coeff);
-            }
-            idx
-        };
         // Zero coefficients are skipped: bellperson's prover neither evaluates
         // nor counts them in the densities.
         for (&i, coeff) in lc.iter_inputs() {
             if !bool::from(coeff.is_zero()) {
                 m.cols.push(i as u32);
-                m.coeffs.push(intern(coeff));
+                m.coeffs.push(coeffs.intern(coeff));
             }
         }
         for (&i, coeff) in lc.iter_aux() {
             if !bool::from(coeff.is_zero()) {
                 m.cols.push(AUX_TAG | i as u32);
-                m.coeffs.push(intern(coeff));
+                m.coeffs.push(coeffs.intern(coeff));
             }
         }
         m.row_ptr.push(m.cols.len() as u64);
@@ -356,7 +354,7 @@ impl RecordingCs {
             a,
             b,
             c,
-            coeff_table: self.coeff_table,
+            coeff_table: self.coeffs.table,
             a_aux_density,
             b_input_density,
             b_aux_density,
@@ -476,7 +474,12 @@ impl ConstraintSystem<Scalar> for RecordingCs {
             || input_base + other_inputs as u64 > AUX_TAG as u64
             || aux_base + other.num_aux as u64 > AUX_TAG as u64;
         if !self.overflow {
-            let coeffs: Vec<u32> = other.coeff_table.iter().map(|c| self.intern(c)).collect();
+            let coeffs: Vec<u32> = other
+                .coeffs
+                .table
+                .iter()
+                .map(|c| self.coeffs.intern(c))
+                .collect();
             let col = |c: u32| -> u32 {
                 if c & AUX_TAG != 0 {
                     AUX_TAG | (aux_base as u32 + (c & !AUX_TAG))
