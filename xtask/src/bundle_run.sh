@@ -13,8 +13,9 @@
 # TEST ARGS  passed to every test executable (libtest: a test-name filter,
 #            --nocapture, --test-threads=1, ...), not to the demo.
 #
-# The executables travel packed in payload.tar.gz and are unpacked once per
-# payload into ${TMPDIR:-/tmp}/cuzk-bundle-<checksum>/. Run it from the root of
+# The executables travel packed in payload.tar.xz and are unpacked once per
+# payload into ${TMPDIR:-/tmp}/cuzk-bundle-<checksum>/ (by xz, or by python3's
+# lzma module where xz is missing). Run it from the root of
 # the copied working tree. Environment: OUT (where
 # logs go; default ./out), CUZK_REQUIRE_GPU (default 1: GPU tests fail instead
 # of skipping when no GPU is usable), CUZK_TEST_TIMEOUT (seconds per
@@ -34,14 +35,22 @@ BUNDLE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 # (env!("CARGO_MANIFEST_DIR"), env!("CARGO_BIN_EXE_cuzk")) start with it.
 BUILD_ROOT='@BUILD_ROOT@'
 
-PAYLOAD=$BUNDLE/payload.tar.gz
+PAYLOAD=$BUNDLE/payload.tar.xz
 if [ ! -f "$PAYLOAD" ]; then
     echo "run.sh: $PAYLOAD is missing; make the bundle again with cargo xtask bundle" >&2
     exit 2
 fi
 FILES=${TMPDIR:-/tmp}/cuzk-bundle-$(cksum <"$PAYLOAD" | cut -d' ' -f1)
 if [ ! -f "$FILES/.unpacked" ]; then
-    if ! { rm -rf "$FILES" && mkdir -p "$FILES" && tar -xzf "$PAYLOAD" -C "$FILES" &&
+    unpack() {
+        if command -v xz >/dev/null 2>&1; then
+            xz -dc "$PAYLOAD" | tar -xf - -C "$FILES"
+        else
+            python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+                "$PAYLOAD" "$FILES"
+        fi
+    }
+    if ! { rm -rf "$FILES" && mkdir -p "$FILES" && unpack &&
         chmod +x "$FILES"/tests/* "$FILES"/bin/* && touch "$FILES/.unpacked"; }; then
         echo "run.sh: cannot unpack $PAYLOAD into $FILES" >&2
         exit 2

@@ -1,9 +1,10 @@
 //! Project automation, run as `cargo xtask <command>` from anywhere in the
 //! workspace.
 //!
-//! - `cargo xtask ptx [--arch compute_80]`: compile `kernels/*.cu` to PTX in
-//!   `kernels/ptx/` and rewrite its manifest (needs nvcc only when there is
-//!   at least one module; `NVCC` overrides the nvcc path).
+//! - `cargo xtask kernels` (alias `ptx`): compile `kernels/*.cu` to fatbins
+//!   (SASS for sm_80/86/89/90 and compute_80 PTX) in `kernels/fatbin/` and
+//!   rewrite its manifest (needs nvcc only when there is at least one module;
+//!   `NVCC` overrides the nvcc path).
 //! - `cargo xtask bundle [--only groth16-cuda,gpu-sched]`: build the release
 //!   test executables and the `cuzk` binary, strip them and gather them with
 //!   a run script in `.device/bundle/`, for the GPU machine (no cargo there):
@@ -25,7 +26,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 mod bundle;
-mod ptx;
+mod kernels;
 mod sweep;
 
 #[derive(Debug, Parser)]
@@ -41,12 +42,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Compile every kernels/*.cu to kernels/ptx/<stem>.ptx and write
-    /// kernels/ptx/manifest.json (nvcc from $NVCC, PATH or /usr/local/cuda).
-    Ptx {
-        /// Virtual architecture passed to nvcc as -arch.
-        #[arg(long, default_value = ptx::DEFAULT_ARCH)]
-        arch: String,
+    /// Compile every kernels/*.cu to kernels/fatbin/<stem>.fatbin (SASS for
+    /// sm_80, sm_86, sm_89, sm_90 and compute_80 PTX) and write
+    /// kernels/fatbin/manifest.json (nvcc from $NVCC, PATH or /usr/local/cuda).
+    #[command(visible_alias = "ptx")]
+    Kernels {
         /// Kernels directory [default: kernels/ in the workspace].
         #[arg(long, value_name = "DIR")]
         kernels: Option<PathBuf>,
@@ -126,11 +126,11 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Cmd::Ptx { arch, kernels } => {
+        Cmd::Kernels { kernels } => {
             let kernels = kernels.unwrap_or_else(|| workspace_root().join("kernels"));
-            let manifest =
-                ptx::generate(&kernels, &ptx::Nvcc::new(Some(arch))).context("cargo xtask ptx")?;
-            let problems = ptx::check(&kernels)?;
+            let manifest = kernels::generate(&kernels, &kernels::Nvcc::new())
+                .context("cargo xtask kernels")?;
+            let problems = kernels::check(&kernels)?;
             anyhow::ensure!(
                 problems.is_empty(),
                 "the manifest just written does not check: {problems:?}"
@@ -138,8 +138,8 @@ fn run(cli: Cli) -> Result<()> {
             eprintln!(
                 "wrote {} ({} module{}, sources {})",
                 kernels
-                    .join(ptx::PTX_DIR)
-                    .join(ptx::MANIFEST_FILE)
+                    .join(kernels::OUT_DIR)
+                    .join(kernels::MANIFEST_FILE)
                     .display(),
                 manifest.modules.len(),
                 if manifest.modules.len() == 1 { "" } else { "s" },

@@ -23,6 +23,16 @@ fn ok(args: &[&str]) -> String {
     stdout
 }
 
+/// What `cuzk` prints about the backend it proved on when left to choose:
+/// the GPU's where the machine has one (and must, with CUZK_REQUIRE_GPU=1).
+fn expected_backend(test: &str) -> &'static str {
+    if cuzk_gpu_sched::testing::gpu_expected(test) {
+        "(cuda backend"
+    } else {
+        "(cpu backend"
+    }
+}
+
 /// Runs a command that must fail cleanly; returns its stderr.
 fn fails(args: &[&str]) -> String {
     let out = cuzk(args);
@@ -78,6 +88,7 @@ fn setup_prove_verify_and_bad_input() {
         "5",
     ]);
     assert!(out.contains("wrote proof"), "{out}");
+    assert!(out.contains(expected_backend("prove")), "{out}");
     assert_eq!(std::fs::metadata(&proof).unwrap().len(), 192);
     let out = ok(&[
         "verify",
@@ -278,6 +289,7 @@ fn demo_prints_a_verified_identical_proof_with_timings() {
         "verified: yes",
         "byte-identical to bellperson: yes",
         "proof: ",
+        expected_backend("demo"),
     ] {
         assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
     }

@@ -297,15 +297,28 @@ fn impossible_requests_are_refused_with_their_numbers() {
         )),
         Err(EngineError::ParamsNotRegistered { .. })
     ));
+    // The GPU backend where it cannot run: on a machine without a usable GPU
+    // any `backend = "gpu"` engine; with one, an engine on a GPU the driver
+    // does not see.
+    let has_gpu = cuzk_gpu_sched::testing::gpu_expected("impossible_requests_are_refused");
     let gpu = EngineConfig {
         backend: Backend::Gpu,
+        gpus: has_gpu.then(|| vec![4096]),
         ..config(MIB)
     };
     let err = cuzk_engine::Engine::new(gpu).unwrap_err();
+    let text = err.to_string();
     assert!(
-        err.to_string().contains("backend `gpu` is not available"),
-        "{err}"
+        matches!(err, EngineError::BackendUnavailable { backend: "gpu", .. }),
+        "{err:?}"
     );
+    assert!(text.contains("backend `gpu` is not available"), "{text}");
+    if has_gpu {
+        assert!(
+            text.contains("gpus names GPU 4096, but the driver sees"),
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -45,6 +45,30 @@ pub fn gpu_or_skip(test_name: &str) -> Option<Vec<DeviceInfo>> {
     }
 }
 
+/// For tests that run on whichever backend the machine has (an engine with
+/// `backend = "auto"`, `cuzk demo`): whether they must have run on the GPU.
+/// `true` when a CUDA device is usable; without one, `false` after printing
+/// `<test_name>: no CUDA device (<reason>): expecting the CPU backend`.
+/// Such a test asserts the backend that ran against this, so a GPU path
+/// that quietly fell back to the CPU fails it on the GPU machine.
+///
+/// # Panics
+/// As [`gpu_or_skip`]: with `CUZK_REQUIRE_GPU=1` and no usable device.
+pub fn gpu_expected(test_name: &str) -> bool {
+    let require = std::env::var(REQUIRE_GPU_ENV).ok();
+    let require_gpu = match parse_require_gpu(require.as_deref()) {
+        Ok(required) => required,
+        Err(message) => panic!("{test_name}: {message}"),
+    };
+    match decide(test_name, require_gpu, crate::device::probe()) {
+        Decision::Run(_) => true,
+        Decision::Skip { reason } => {
+            eprintln!("{test_name}: no CUDA device ({reason}): expecting the CPU backend");
+            false
+        }
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Decision {
     Run(Vec<DeviceInfo>),

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use blstrs::{Fp, G1Affine, G1Projective, Scalar};
 use cudarc::driver::sys::CUdevice_attribute;
-use cuzk_groth16_cuda::cuda::{DeviceBuffer, DeviceElem, Gpu, grid_1d};
+use cuzk_groth16_cuda::cuda::{DeviceBuffer, DeviceElem, DeviceModule, Gpu, grid_1d};
 use ff::Field;
 use group::{Curve, Group};
 use rand::SeedableRng;
@@ -31,6 +31,9 @@ use serde_json::json;
 const fn imads_per_mul(n: u64) -> u64 {
     n * (4 * n + 1)
 }
+/// The bench-only module of throughput kernels.
+const ARITH_BENCH: DeviceModule = cuzk_groth16_cuda::fatbin_module!("arith_bench");
+
 const RUNS: usize = 7;
 
 /// Times `launch` with CUDA events: one warm-up, then RUNS timed runs (seconds).
@@ -39,7 +42,7 @@ fn time(gpu: &Arc<Gpu>, mut launch: impl FnMut() -> Result<()>) -> Result<Stat> 
 }
 
 fn bench_mul<T: DeviceElem>(gpu: &Arc<Gpu>, kernel: &str, data: &[T], iters: u32) -> Result<Stat> {
-    let k = gpu.kernel("arith_bench", kernel)?;
+    let k = gpu.kernel_in(&ARITH_BENCH, kernel)?;
     let mut buf: DeviceBuffer<T> = gpu.upload(data)?;
     let n = data.len() as u32;
     time(gpu, || {
@@ -104,7 +107,7 @@ fn main() -> Result<()> {
         .collect();
     let mut table = vec![G1Affine::default(); table_len];
     G1Projective::batch_normalize(&pts, &mut table);
-    let k = gpu.kernel("arith_bench", "arith_bench_madd_g1_bls12_381")?;
+    let k = gpu.kernel_in(&ARITH_BENCH, "arith_bench_madd_g1_bls12_381")?;
     let dtable = gpu.upload(&table)?;
     let mut out = gpu.alloc_zeros::<G1Projective>(n)?;
     let (iters, tl, nn) = (64u32, table_len as u32, n as u32);

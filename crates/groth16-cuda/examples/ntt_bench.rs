@@ -28,7 +28,7 @@ use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_groth16_cuda::{
     cpu::compute_h,
-    cuda::{Gpu, grid_1d},
+    cuda::{DeviceModule, Gpu, grid_1d},
     ntt::{
         GpuNtt, Upload, copy_device,
         plan::{DomainPlan, Launch, Op},
@@ -40,6 +40,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 use serde_json::{Value, json};
+
+/// The bench-only module of throughput kernels (the Fr multiply rate).
+const ARITH_BENCH: DeviceModule = cuzk_groth16_cuda::fatbin_module!("arith_bench");
 
 const RUNS: usize = 7;
 const SIZES: [u32; 3] = [22, 24, 26];
@@ -109,7 +112,7 @@ fn main() -> Result<()> {
     let mul_rate = {
         let n = 1usize << 20;
         let iters = 1024u32;
-        let k = gpu.kernel("arith_bench", "arith_bench_mul_fr_bls12_381")?;
+        let k = gpu.kernel_in(&ARITH_BENCH, "arith_bench_mul_fr_bls12_381")?;
         let mut buf = gpu.upload(&random(n, 2))?;
         let nn = n as u32;
         let s = time_gpu(&gpu, |setup| {

@@ -79,13 +79,14 @@ pub enum Groth16Error {
     #[error("CUDA failure while {what}: {detail}")]
     Cuda { what: String, detail: String },
 
-    /// A kernel was asked for from a PTX module this build does not embed.
+    /// A kernel was asked for from a module this build does not embed.
     #[error(
-        "no PTX module named {module:?} is embedded in this build (embedded: {embedded}); a \
-         module is kernels/<name>.cu, compiled by `cargo xtask ptx` and listed in \
-         crates/groth16-cuda/src/cuda/ptx.rs"
+        "no device-code module named {module:?} is embedded in this build (embedded: \
+         {embedded}); a module is kernels/<name>.cu, compiled by `cargo xtask kernels` and \
+         listed in crates/groth16-cuda/src/cuda/modules.rs (test-only modules are embedded by \
+         the tests that launch them, with fatbin_module!)"
     )]
-    UnknownPtxModule { module: String, embedded: String },
+    UnknownModule { module: String, embedded: String },
 
     /// A host slice and a device buffer of different lengths were copied.
     #[error("cannot copy {what}: the device buffer holds {device} elements, the host slice {host}")]

@@ -86,7 +86,41 @@ fn check_spec(spec: &CircuitSpec, rng: &mut ChaCha20Rng) {
 fn cpu_proofs_are_byte_identical_to_bellperson() {
     let mut rng = ChaCha20Rng::seed_from_u64(0xC0FFEE);
     let specs = all_test_specs();
-    assert!(specs.len() >= 14, "expected two sizes of every family");
+    // Exactly these: a family that dropped out (or one added without a
+    // second size here) fails the test instead of shrinking it.
+    let names: Vec<String> = specs.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        names,
+        [
+            "mul-chain:3",
+            "mul-chain:10",
+            "sha256:1",
+            "sha256:2",
+            "porep:7:20",
+            "porep:12",
+            "no-aux:1",
+            "no-aux:16",
+            "many-inputs:0",
+            "many-inputs:8",
+            "repeated-vars:1",
+            "repeated-vars:8",
+            "constant-only:1",
+            "constant-only:8",
+            "parts:1",
+            "parts:8",
+        ]
+    );
+    // Every family of the built-in circuits, at two sizes.
+    let families = CircuitSpec::families();
+    assert_eq!(specs.len(), 2 * families.len(), "{families:?}");
+    for (syntax, _) in families {
+        let family = syntax.split(':').next().unwrap();
+        let sizes = names
+            .iter()
+            .filter(|n| n.split(':').next() == Some(family))
+            .count();
+        assert_eq!(sizes, 2, "{family}: {sizes} sizes in all_test_specs");
+    }
     for spec in &specs {
         let start = std::time::Instant::now();
         check_spec(spec, &mut rng);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu_sched::testing::gpu_or_skip;
-use cuzk_groth16_cuda::cuda::{DeviceElem, Gpu, grid_1d};
+use cuzk_groth16_cuda::cuda::{DeviceElem, DeviceModule, Gpu, grid_1d};
 use ff::{Field, PrimeField};
 use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
@@ -17,6 +17,9 @@ use rand_chacha::ChaCha20Rng;
 use rayon::prelude::*;
 
 // Operation codes of kernels/arith.cu.
+/// The test-only module of element-wise field and curve kernels.
+const ARITH: DeviceModule = cuzk_groth16_cuda::fatbin_module!("arith");
+
 const F_ADD: u32 = 0;
 const F_SUB: u32 = 1;
 const F_NEG: u32 = 2;
@@ -60,7 +63,7 @@ fn launch_n<I: DeviceElem, O: DeviceElem>(
     n: usize,
 ) -> Vec<O> {
     assert_eq!(a.len(), b.len());
-    let k = gpu.kernel("arith", kernel).unwrap();
+    let k = gpu.kernel_in(&ARITH, kernel).unwrap();
     let da = gpu.upload(a).unwrap();
     let db = gpu.upload(b).unwrap();
     let mut out = gpu.alloc_zeros::<O>(out_len).unwrap();

@@ -13,7 +13,7 @@ use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_gpu_sched::testing::gpu_or_skip;
 use cuzk_groth16_cuda::{
     Groth16Error,
-    cuda::{DeviceElem, Gpu, LaunchConfig, PtxModule, grid_1d, ptx},
+    cuda::{DeviceElem, DeviceModule, Gpu, LaunchConfig, grid_1d, modules},
 };
 use ff::{Field, PrimeField};
 use group::{Curve, Group, prime::PrimeCurveAffine};
@@ -126,7 +126,7 @@ STORE_DONE:
 }
 "#;
 
-const TEST_MODULE: PtxModule = PtxModule::new("cuzk_test", TEST_PTX);
+const TEST_MODULE: DeviceModule = DeviceModule::ptx("cuzk_test", TEST_PTX);
 
 /// GPU 0's handle, or `None` (after printing the skip) without a GPU.
 fn gpu(test: &str) -> Option<Arc<Gpu>> {
@@ -449,7 +449,7 @@ fn gpu_missing_kernel_and_module_are_named() {
 
     let err = gpu.kernel("no_such_module", "some_kernel").unwrap_err();
     assert!(
-        matches!(&err, Groth16Error::UnknownPtxModule { module, .. } if module == "no_such_module"),
+        matches!(&err, Groth16Error::UnknownModule { module, .. } if module == "no_such_module"),
         "{err}"
     );
     let err = gpu.load_module("no_such_module").unwrap_err().to_string();
@@ -457,7 +457,7 @@ fn gpu_missing_kernel_and_module_are_named() {
 
     // Another module under a loaded module's name is refused.
     gpu.kernel_in(&TEST_MODULE, "cuzk_test_add_u32").unwrap();
-    let impostor = PtxModule::new("cuzk_test", ".version 7.0\n.target sm_80\n");
+    let impostor = DeviceModule::ptx("cuzk_test", ".version 7.0\n.target sm_80\n");
     let err = gpu
         .kernel_in(&impostor, "cuzk_test_add_u32")
         .unwrap_err()
@@ -527,7 +527,7 @@ fn gpu_embedded_modules_load() {
     let Some(gpu) = gpu("gpu_embedded_modules_load") else {
         return;
     };
-    for module in ptx::MODULES {
+    for module in modules::MODULES {
         let start = std::time::Instant::now();
         gpu.load_module(module.name)
             .unwrap_or_else(|e| panic!("{}: {e}", module.name));
@@ -537,5 +537,34 @@ fn gpu_embedded_modules_load() {
             start.elapsed().as_secs_f64() * 1e3
         );
     }
-    eprintln!("{} embedded module(s) load", ptx::MODULES.len());
+    eprintln!("{} embedded module(s) load", modules::MODULES.len());
+    // The test-only modules load from the fatbins the tests embed.
+    for module in [
+        cuzk_groth16_cuda::fatbin_module!("arith"),
+        cuzk_groth16_cuda::fatbin_module!("arith_bench"),
+    ] {
+        assert!(modules::TEST_ONLY.contains(&module.name));
+        let err = gpu.load_module(module.name).unwrap_err();
+        assert!(
+            matches!(&err, Groth16Error::UnknownModule { .. }),
+            "{}: {err}",
+            module.name
+        );
+        // Any kernel of it; the module is loaded before the name is looked up.
+        let err = gpu
+            .kernel_in(&module, "cuzk_no_such_kernel")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CUDA_ERROR_NOT_FOUND"),
+            "{}: {err}",
+            module.name
+        );
+    }
+
+    // Bytes that are not a fatbin are refused before the driver sees them.
+    static NOT_A_FATBIN: [u8; 16] = [0; 16];
+    let bogus = DeviceModule::fatbin("cuzk_not_a_fatbin", &NOT_A_FATBIN);
+    let err = gpu.kernel_in(&bogus, "k").unwrap_err().to_string();
+    assert!(err.contains("not a fatbin"), "{err}");
 }

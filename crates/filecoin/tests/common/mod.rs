@@ -49,8 +49,10 @@ pub fn init() -> &'static Path {
 }
 
 /// One engine for the binary (its PCE and parameter caches are shared):
-/// the GPU backend when the engine has one, else the CPU. Parameters are
-/// generated here, so the slow subgroup check is skipped.
+/// the GPU backend when the machine has a usable GPU, else the CPU, and it
+/// checks that it got that one (with `CUZK_REQUIRE_GPU=1` the GPU must be
+/// there and used). Parameters are generated here, so the slow subgroup
+/// check is skipped.
 pub fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(|| {
@@ -59,7 +61,19 @@ pub fn engine() -> &'static Engine {
             params_subgroup_check: false,
             ..EngineConfig::default()
         };
-        Engine::new(config).unwrap()
+        let engine = Engine::new(config).unwrap();
+        let want = if cuzk_gpu_sched::testing::gpu_expected("filecoin engine") {
+            "cuda"
+        } else {
+            "cpu"
+        };
+        assert_eq!(
+            engine.config().backend,
+            want,
+            "the engine chose the {} backend where the {want} backend was expected",
+            engine.config().backend
+        );
+        engine
     })
 }
 

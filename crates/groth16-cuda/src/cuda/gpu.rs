@@ -1,5 +1,5 @@
-//! [`Gpu`]: one device's context, stream and loaded PTX modules, shared by
-//! the whole process.
+//! [`Gpu`]: one device's context, stream and loaded device-code modules,
+//! shared by the whole process.
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -15,7 +15,7 @@ use cudarc::driver::{
 
 use super::{
     DeviceBuffer, DeviceElem, Kernel,
-    ptx::{self, PtxModule},
+    modules::{self, DeviceModule, ModuleImage},
 };
 use crate::{Groth16Error, Result};
 
@@ -26,18 +26,18 @@ pub const LAUNCH_BLOCKING_ENV: &str = "CUZK_CUDA_LAUNCH_BLOCKING";
 
 /// One CUDA device as this crate uses it: the device's primary context, one
 /// stream on which all of this handle's copies and launches are ordered, and
-/// the PTX modules loaded on it so far.
+/// the modules loaded on it so far.
 ///
 /// Get it with [`Gpu::get`]; every caller asking for the same ordinal shares
-/// one handle for the life of the process, so modules are JIT-compiled once
-/// per device.
+/// one handle for the life of the process, so each module is loaded once per
+/// device.
 pub struct Gpu {
     ordinal: usize,
     name: String,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     modules: Mutex<HashMap<&'static str, LoadedModule>>,
-    /// By module name, module PTX address and kernel name.
+    /// By module name, module code address and kernel name.
     kernels: Mutex<HashMap<(&'static str, usize, String), CudaFunction>>,
     /// `module::kernel` of the latest launch, named when a later
     /// synchronisation reports an asynchronous failure.
@@ -46,7 +46,7 @@ pub struct Gpu {
 }
 
 struct LoadedModule {
-    ptx: &'static str,
+    code: &'static [u8],
     module: Arc<CudaModule>,
 }
 
@@ -188,18 +188,25 @@ impl Gpu {
         DeviceBuffer::alloc(self, len, true)
     }
 
-    /// Loads the embedded PTX module `module` on this device if it is not
-    /// loaded yet (the driver JIT-compiles it; large modules take seconds).
-    /// Kernels load their module on demand; call this to take that time out
-    /// of a measurement.
+    /// Loads the embedded module `module` on this device if it is not loaded
+    /// yet (milliseconds from a fatbin's machine code; seconds where the
+    /// driver has to JIT-compile its PTX, on a GPU newer than the machine
+    /// code). Kernels load their module on demand; call this to take that
+    /// time out of a measurement.
     pub fn load_module(&self, module: &str) -> Result<()> {
         self.module(&self.embedded(module)?).map(drop)
     }
 
-    /// Kernel `name` of the embedded PTX module `module`, e.g.
-    /// `gpu.kernel("arith", "arith_fr_bls12_381")`. Loads the module on first
+    /// Loads `module` (embedded or not: a test-only module, say) on this
+    /// device if it is not loaded yet; as [`Gpu::load_module`].
+    pub fn load(&self, module: &DeviceModule) -> Result<()> {
+        self.module(module).map(drop)
+    }
+
+    /// Kernel `name` of the embedded module `module`, e.g.
+    /// `gpu.kernel("ntt", "ntt_radix2_pass_bls12_381")`. Loads the module on first
     /// use. Errors name the module and the kernel: an unknown module is
-    /// [`Groth16Error::UnknownPtxModule`], a kernel the module lacks is
+    /// [`Groth16Error::UnknownModule`], a kernel the module lacks is
     /// [`Groth16Error::Cuda`] with the driver's `CUDA_ERROR_NOT_FOUND`.
     pub fn kernel(self: &Arc<Self>, module: &str, name: &str) -> Result<Kernel> {
         let module = self.embedded(module)?;
@@ -207,9 +214,9 @@ impl Gpu {
     }
 
     /// Kernel `name` of `module`, which need not be embedded (a test's own
-    /// PTX, say). Otherwise as [`Gpu::kernel`].
-    pub fn kernel_in(self: &Arc<Self>, module: &PtxModule, name: &str) -> Result<Kernel> {
-        let key = (module.name, module.ptx.as_ptr() as usize, name.to_owned());
+    /// test-only module or PTX, say). Otherwise as [`Gpu::kernel`].
+    pub fn kernel_in(self: &Arc<Self>, module: &DeviceModule, name: &str) -> Result<Kernel> {
+        let key = (module.name, module.address(), name.to_owned());
         if let Some(function) = lock(&self.kernels).get(&key) {
             return Ok(Kernel::new(
                 Arc::clone(self),
@@ -243,23 +250,24 @@ impl Gpu {
         self.synchronize_for(&format!("waiting for GPU {}", self.ordinal))
     }
 
-    fn embedded(&self, module: &str) -> Result<PtxModule> {
-        ptx::find(module)
+    fn embedded(&self, module: &str) -> Result<DeviceModule> {
+        modules::find(module)
             .copied()
-            .ok_or_else(|| Groth16Error::UnknownPtxModule {
+            .ok_or_else(|| Groth16Error::UnknownModule {
                 module: module.to_owned(),
-                embedded: ptx::embedded_names(),
+                embedded: modules::embedded_names(),
             })
     }
 
     /// The loaded module, loading it on first use. The lock is held while
-    /// the driver compiles, so a module is compiled once even when several
-    /// threads ask for it together.
-    fn module(&self, module: &PtxModule) -> Result<Arc<CudaModule>> {
+    /// the driver loads (and where it must, compiles), so a module is loaded
+    /// once even when several threads ask for it together.
+    fn module(&self, module: &DeviceModule) -> Result<Arc<CudaModule>> {
         let mut modules = lock(&self.modules);
-        let what = || format!("loading PTX module {} on GPU {}", module.name, self.ordinal);
+        let what = || format!("loading module {} on GPU {}", module.name, self.ordinal);
+        let code = module.bytes();
         if let Some(loaded) = modules.get(module.name) {
-            if std::ptr::eq(loaded.ptx, module.ptx) || loaded.ptx == module.ptx {
+            if std::ptr::eq(loaded.code, code) || loaded.code == code {
                 return Ok(Arc::clone(&loaded.module));
             }
             return Err(Groth16Error::Cuda {
@@ -267,30 +275,45 @@ impl Gpu {
                 detail: "a different module of that name is already loaded".to_owned(),
             });
         }
-        if module.ptx.contains('\0') {
-            // cudarc would panic turning it into a C string.
-            return Err(Groth16Error::Cuda {
-                what: what(),
-                detail: "the PTX text holds a NUL byte".to_owned(),
-            });
-        }
+        let image = match module.image {
+            ModuleImage::Ptx(text) => {
+                if text.contains('\0') {
+                    // cudarc would panic turning it into a C string.
+                    return Err(Groth16Error::Cuda {
+                        what: what(),
+                        detail: "the PTX text holds a NUL byte".to_owned(),
+                    });
+                }
+                cudarc::nvrtc::Ptx::from_src(text)
+            }
+            ModuleImage::Fatbin(bytes) => {
+                if !bytes.starts_with(&modules::FATBIN_MAGIC) {
+                    return Err(Groth16Error::Cuda {
+                        what: what(),
+                        detail: "the module's bytes are not a fatbin (no fatbin magic number)"
+                            .to_owned(),
+                    });
+                }
+                // An owned copy: the driver reads the fatbin's header as
+                // 8-byte words, and a Vec's allocation is aligned for that
+                // where include_bytes! promises nothing.
+                cudarc::nvrtc::Ptx::from_binary(bytes.to_vec())
+            }
+        };
         let _span =
-            tracing::debug_span!("ptx_load", module = module.name, gpu = self.ordinal).entered();
+            tracing::debug_span!("module_load", module = module.name, gpu = self.ordinal).entered();
         let start = Instant::now();
-        let loaded = self
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(module.ptx))
-            .map_err(driver_error(what))?;
+        let loaded = self.ctx.load_module(image).map_err(driver_error(what))?;
         tracing::debug!(
             module = module.name,
             gpu = self.ordinal,
             ms = start.elapsed().as_secs_f64() * 1e3,
-            "PTX module loaded"
+            "module loaded"
         );
         modules.insert(
             module.name,
             LoadedModule {
-                ptx: module.ptx,
+                code,
                 module: Arc::clone(&loaded),
             },
         );

@@ -1,17 +1,20 @@
-//! `cargo xtask ptx`: CUDA sources in `kernels/` -> PTX in `kernels/ptx/`,
-//! plus `kernels/ptx/manifest.json`, and the check that keeps them in step.
+//! `cargo xtask kernels` (alias `ptx`): CUDA sources in `kernels/` ->
+//! fatbins in `kernels/fatbin/`, plus `kernels/fatbin/manifest.json`, and the
+//! check that keeps them in step.
 //!
-//! Every top-level `kernels/<stem>.cu` is one PTX module, compiled to
-//! `kernels/ptx/<stem>.ptx`. The manifest records:
+//! Every top-level `kernels/<stem>.cu` is one module, compiled to
+//! `kernels/fatbin/<stem>.fatbin`: machine code (SASS) for each of
+//! [`SASS_ARCHS`] and compute_80 PTX, which the driver JIT-compiles only on a
+//! GPU none of the SASS fits (newer ones, e.g. sm_120). The manifest records:
 //!
 //! ```json
 //! {
-//!   "generated_by": "cargo xtask ptx",
+//!   "generated_by": "cargo xtask kernels",
 //!   "nvcc_version": "Cuda compilation tools, release 11.8, V11.8.89",
-//!   "arch": "compute_80",
+//!   "targets": ["sm_80", "sm_86", "sm_89", "sm_90", "compute_80"],
 //!   "source_hash": "<sha256 hex of all kernel sources, see source_hash()>",
 //!   "modules": [
-//!     { "name": "msm", "ptx": "msm.ptx", "sha256": "<sha256 hex of msm.ptx>" }
+//!     { "name": "msm", "fatbin": "msm.fatbin", "sha256": "<sha256 hex of msm.fatbin>" }
 //!   ]
 //! }
 //! ```
@@ -32,13 +35,19 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Where the PTX and the manifest live, relative to the kernels directory.
-pub const PTX_DIR: &str = "ptx";
+/// Where the fatbins and the manifest live, relative to the kernels directory.
+pub const OUT_DIR: &str = "fatbin";
 pub const MANIFEST_FILE: &str = "manifest.json";
-/// The virtual architecture the committed PTX targets: sm_80 PTX is JIT-ed by
-/// the driver for Ampere, Ada, Hopper and Blackwell.
-pub const DEFAULT_ARCH: &str = "compute_80";
-const GENERATED_BY: &str = "cargo xtask ptx";
+/// The extension of a compiled module.
+const EXTENSION: &str = "fatbin";
+/// Real architectures each fatbin carries machine code for: Ampere (A100:
+/// sm_80; consumer and workstation cards: sm_86), Ada (sm_89) and Hopper
+/// (sm_90). A GPU of one of these loads its module without JIT compilation.
+pub const SASS_ARCHS: [&str; 4] = ["sm_80", "sm_86", "sm_89", "sm_90"];
+/// The virtual architecture of the PTX each fatbin also carries: the driver
+/// JIT-compiles it for a GPU newer than every SASS (Blackwell, ...).
+pub const PTX_ARCH: &str = "compute_80";
+const GENERATED_BY: &str = "cargo xtask kernels";
 /// File extensions that count as kernel sources for the hash.
 const SOURCE_EXTENSIONS: [&str; 4] = ["cu", "cuh", "h", "hpp"];
 
@@ -46,7 +55,8 @@ const SOURCE_EXTENSIONS: [&str; 4] = ["cu", "cuh", "h", "hpp"];
 pub struct Manifest {
     pub generated_by: String,
     pub nvcc_version: Option<String>,
-    pub arch: String,
+    /// What each fatbin holds: `sm_XY` machine code, `compute_XY` PTX.
+    pub targets: Vec<String>,
     pub source_hash: String,
     pub modules: Vec<Module>,
 }
@@ -55,20 +65,31 @@ pub struct Manifest {
 pub struct Module {
     /// The `.cu` file's stem; Rust loads the module under this name.
     pub name: String,
-    /// The PTX file, relative to `kernels/ptx/`.
-    pub ptx: String,
-    /// sha256 (hex) of the PTX file.
+    /// The fatbin file, relative to `kernels/fatbin/`.
+    pub fatbin: String,
+    /// sha256 (hex) of the fatbin file.
     pub sha256: String,
 }
 
-/// Turns one `.cu` file into PTX. [`Nvcc`] is the real one; tests use a fake.
-pub trait PtxCompiler {
+/// The targets a fatbin is built for, in the manifest's spelling.
+pub fn default_targets() -> Vec<String> {
+    SASS_ARCHS
+        .iter()
+        .copied()
+        .chain([PTX_ARCH])
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Turns one `.cu` file into a fatbin. [`Nvcc`] is the real one; tests use
+/// a fake.
+pub trait KernelCompiler {
     /// The version line written into the manifest; only asked for when
     /// there is at least one module.
     fn version(&self) -> Result<String>;
-    /// The virtual architecture the PTX is for, e.g. `compute_80`.
-    fn arch(&self) -> &str;
-    /// Compiles `kernels/<module>.cu` into `kernels/ptx/<module>.ptx`.
+    /// What the fatbins hold (`sm_90`, `compute_80`, ...).
+    fn targets(&self) -> Vec<String>;
+    /// Compiles `kernels/<module>.cu` into `kernels/fatbin/<module>.fatbin`.
     fn compile(&self, kernels: &Path, module: &str) -> Result<()>;
 }
 
@@ -76,11 +97,11 @@ pub trait PtxCompiler {
 #[derive(Debug)]
 pub struct Nvcc {
     path: PathBuf,
-    arch: String,
+    targets: Vec<String>,
 }
 
 impl Nvcc {
-    pub fn new(arch: Option<String>) -> Self {
+    pub fn new() -> Self {
         let path = std::env::var_os("NVCC")
             .map(PathBuf::from)
             .or_else(|| find_on_path("nvcc"))
@@ -91,7 +112,7 @@ impl Nvcc {
             .unwrap_or_else(|| PathBuf::from("nvcc"));
         Nvcc {
             path,
-            arch: arch.unwrap_or_else(|| DEFAULT_ARCH.to_owned()),
+            targets: default_targets(),
         }
     }
 
@@ -108,7 +129,28 @@ impl Nvcc {
     }
 }
 
-impl PtxCompiler for Nvcc {
+/// nvcc's `-gencode` arguments for `targets`: `sm_XY` -> machine code for
+/// sm_XY, `compute_XY` -> PTX for compute_XY.
+pub fn gencode_args(targets: &[String]) -> Result<Vec<String>> {
+    targets
+        .iter()
+        .map(|t| {
+            if let Some(v) = t.strip_prefix("sm_") {
+                Ok(format!("arch=compute_{v},code=sm_{v}"))
+            } else if t.starts_with("compute_") {
+                Ok(format!("arch={t},code={t}"))
+            } else {
+                bail!("target {t:?} is neither sm_XY (machine code) nor compute_XY (PTX)")
+            }
+        })
+        .flat_map(|g| match g {
+            Ok(g) => vec![Ok("-gencode".to_owned()), Ok(g)],
+            Err(e) => vec![Err(e)],
+        })
+        .collect()
+}
+
+impl KernelCompiler for Nvcc {
     fn version(&self) -> Result<String> {
         let output = self.run(Command::new(&self.path).arg("--version"))?;
         if !output.status.success() {
@@ -129,24 +171,27 @@ impl PtxCompiler for Nvcc {
             .with_context(|| format!("`{} --version` printed nothing", self.path.display()))
     }
 
-    fn arch(&self) -> &str {
-        &self.arch
+    fn targets(&self) -> Vec<String> {
+        self.targets.clone()
     }
 
     fn compile(&self, kernels: &Path, module: &str) -> Result<()> {
         // Run from the directory above kernels/ with relative paths, so the
         // command is the one in kernels/README.md and no absolute path can
-        // end up in the PTX.
+        // end up in the output.
         let (root, dir) = split_parent(kernels)?;
         let mut command = Command::new(&self.path);
         command
             .current_dir(root)
-            .arg("--ptx")
-            .arg(format!("-arch={}", self.arch))
-            .args(["-O3", "-std=c++17", "-I"])
+            .arg("--fatbin")
+            .args(gencode_args(&self.targets)?)
+            // The architectures are compiled in parallel, one thread each.
+            .args(["--threads", "0"])
+            // Compressed fatbins: the driver unpacks them when loading.
+            .args(["-Xfatbin=-compress-all", "-O3", "-std=c++17", "-I"])
             .arg(dir)
             .arg("-o")
-            .arg(format!("{dir}/{PTX_DIR}/{module}.ptx"))
+            .arg(format!("{dir}/{OUT_DIR}/{module}.{EXTENSION}"))
             .arg(format!("{dir}/{module}.cu"));
         eprintln!("+ {}", show_command(&command));
         let output = self.run(&mut command)?;
@@ -162,13 +207,13 @@ impl PtxCompiler for Nvcc {
     }
 }
 
-/// Compiles every module, removes PTX of modules that no longer exist and
-/// writes the manifest. Without modules the compiler is never called.
-pub fn generate(kernels: &Path, compiler: &dyn PtxCompiler) -> Result<Manifest> {
+/// Compiles every module, removes fatbins of modules that no longer exist
+/// and writes the manifest. Without modules the compiler is never called.
+pub fn generate(kernels: &Path, compiler: &dyn KernelCompiler) -> Result<Manifest> {
     let names = module_names(kernels)?;
     let source_hash = source_hash(kernels)?;
-    let ptx_dir = kernels.join(PTX_DIR);
-    fs::create_dir_all(&ptx_dir).with_context(|| format!("creating {}", ptx_dir.display()))?;
+    let out_dir = kernels.join(OUT_DIR);
+    fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
 
     let nvcc_version = if names.is_empty() {
         None
@@ -179,17 +224,17 @@ pub fn generate(kernels: &Path, compiler: &dyn PtxCompiler) -> Result<Manifest> 
     for name in &names {
         compiler
             .compile(kernels, name)
-            .with_context(|| format!("compiling PTX module {name}"))?;
-        let ptx = format!("{name}.ptx");
-        let sha256 = file_sha256(&ptx_dir.join(&ptx))?;
+            .with_context(|| format!("compiling kernel module {name}"))?;
+        let fatbin = format!("{name}.{EXTENSION}");
+        let sha256 = file_sha256(&out_dir.join(&fatbin))?;
         modules.push(Module {
             name: name.clone(),
-            ptx,
+            fatbin,
             sha256,
         });
     }
-    for stale in stale_ptx(kernels, &names)? {
-        let path = ptx_dir.join(&stale);
+    for stale in stale_outputs(kernels, &names)? {
+        let path = out_dir.join(&stale);
         eprintln!("removing stale {}", path.display());
         fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
     }
@@ -197,21 +242,21 @@ pub fn generate(kernels: &Path, compiler: &dyn PtxCompiler) -> Result<Manifest> 
     let manifest = Manifest {
         generated_by: GENERATED_BY.to_owned(),
         nvcc_version,
-        arch: compiler.arch().to_owned(),
+        targets: compiler.targets(),
         source_hash,
         modules,
     };
     let mut json = serde_json::to_string_pretty(&manifest)?;
     json.push('\n');
-    let path = ptx_dir.join(MANIFEST_FILE);
+    let path = out_dir.join(MANIFEST_FILE);
     fs::write(&path, json).with_context(|| format!("writing {}", path.display()))?;
     Ok(manifest)
 }
 
-/// Everything that makes `kernels/ptx/` disagree with the sources; empty
+/// Everything that makes `kernels/fatbin/` disagree with the sources; empty
 /// when they match. Each line names the file at fault.
 pub fn check(kernels: &Path) -> Result<Vec<String>> {
-    let path = kernels.join(PTX_DIR).join(MANIFEST_FILE);
+    let path = kernels.join(OUT_DIR).join(MANIFEST_FILE);
     let manifest = match fs::read_to_string(&path) {
         Ok(text) => serde_json::from_str::<Manifest>(&text)
             .with_context(|| format!("parsing {}", path.display()))?,
@@ -229,6 +274,13 @@ pub fn check(kernels: &Path) -> Result<Vec<String>> {
             manifest.source_hash
         ));
     }
+    let targets = default_targets();
+    if !manifest.modules.is_empty() && manifest.targets != targets {
+        problems.push(format!(
+            "the fatbins hold {:?}, the build wants {targets:?}",
+            manifest.targets
+        ));
+    }
     let names = module_names(kernels)?;
     let listed: Vec<&str> = manifest.modules.iter().map(|m| m.name.as_str()).collect();
     if names != listed {
@@ -236,9 +288,9 @@ pub fn check(kernels: &Path) -> Result<Vec<String>> {
             "modules (kernels/*.cu) are {names:?}, the manifest lists {listed:?}"
         ));
     }
-    let ptx_dir = kernels.join(PTX_DIR);
+    let out_dir = kernels.join(OUT_DIR);
     for module in &manifest.modules {
-        let path = ptx_dir.join(&module.ptx);
+        let path = out_dir.join(&module.fatbin);
         if !path.is_file() {
             problems.push(format!("{} is missing", path.display()));
             continue;
@@ -252,16 +304,15 @@ pub fn check(kernels: &Path) -> Result<Vec<String>> {
             ));
         }
     }
-    for stale in stale_ptx(kernels, &listed)? {
+    for stale in stale_outputs(kernels, &listed)? {
         problems.push(format!(
             "{} is not in the manifest",
-            ptx_dir.join(stale).display()
+            out_dir.join(stale).display()
         ));
     }
     Ok(problems)
 }
-
-/// The stems of the top-level `.cu` files, sorted: one PTX module each.
+/// The stems of the top-level `.cu` files, sorted: one module each.
 pub fn module_names(kernels: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in read_dir(kernels)? {
@@ -287,7 +338,7 @@ pub fn module_names(kernels: &Path) -> Result<Vec<String>> {
 }
 
 /// sha256 (hex) over every kernel source: each file under `kernels/` with
-/// extension cu, cuh, h or hpp, except under `kernels/ptx/`, in order of its
+/// extension cu, cuh, h or hpp, except under `kernels/fatbin/`, in order of its
 /// `/`-separated relative path. Per file the hash takes the path, a NUL, the
 /// content length as 8 little-endian bytes, then the content, so renaming or
 /// moving a file changes the hash as much as editing it.
@@ -311,7 +362,7 @@ fn collect_sources(kernels: &Path, dir: &Path, files: &mut Vec<String>) -> Resul
     for entry in read_dir(dir)? {
         let path = entry.path();
         if path.is_dir() {
-            if path != kernels.join(PTX_DIR) {
+            if path != kernels.join(OUT_DIR) {
                 collect_sources(kernels, &path, files)?;
             }
         } else if path
@@ -334,16 +385,16 @@ fn collect_sources(kernels: &Path, dir: &Path, files: &mut Vec<String>) -> Resul
     Ok(())
 }
 
-/// `.ptx` files in `kernels/ptx/` that belong to none of `modules`.
-fn stale_ptx(kernels: &Path, modules: &[impl AsRef<str>]) -> Result<Vec<String>> {
-    let dir = kernels.join(PTX_DIR);
+/// `.fatbin` files in `kernels/fatbin/` that belong to none of `modules`.
+fn stale_outputs(kernels: &Path, modules: &[impl AsRef<str>]) -> Result<Vec<String>> {
+    let dir = kernels.join(OUT_DIR);
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
     let mut stale = Vec::new();
     for entry in read_dir(&dir)? {
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == "ptx") {
+        if path.extension().is_some_and(|e| e == EXTENSION) {
             let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("");
             if !modules.iter().any(|m| m.as_ref() == stem) {
                 stale.push(entry.file_name().to_string_lossy().into_owned());
@@ -400,33 +451,33 @@ mod tests {
     }
 
     #[test]
-    fn ptx_manifest_matches_kernel_sources() {
+    fn kernel_manifest_matches_kernel_sources() {
         let problems = check(&repo_kernels()).expect("checking kernels/");
         assert!(
             problems.is_empty(),
-            "kernels/ptx/ is out of date with the kernel sources; run `cargo xtask ptx` \
+            "kernels/fatbin/ is out of date with the kernel sources; run `cargo xtask kernels` \
              (needs nvcc, see kernels/README.md) and commit the result:\n  {}",
             problems.join("\n  ")
         );
     }
 
-    /// Writes a fake PTX whose content depends on the source, so a changed
-    /// source gives a changed PTX hash, as with nvcc.
+    /// Writes a fake fatbin whose content depends on the source, so a changed
+    /// source gives a changed fatbin hash, as with nvcc.
     #[derive(Debug)]
     struct FakeCompiler;
 
-    impl PtxCompiler for FakeCompiler {
+    impl KernelCompiler for FakeCompiler {
         fn version(&self) -> Result<String> {
             Ok("fake nvcc 0.0".into())
         }
-        fn arch(&self) -> &str {
-            DEFAULT_ARCH
+        fn targets(&self) -> Vec<String> {
+            default_targets()
         }
         fn compile(&self, kernels: &Path, module: &str) -> Result<()> {
             let source = fs::read_to_string(kernels.join(format!("{module}.cu")))?;
             fs::write(
-                kernels.join(PTX_DIR).join(format!("{module}.ptx")),
-                format!("// ptx of\n{source}"),
+                kernels.join(OUT_DIR).join(format!("{module}.fatbin")),
+                format!("// fatbin of\n{source}"),
             )?;
             Ok(())
         }
@@ -437,12 +488,12 @@ mod tests {
     #[derive(Debug)]
     struct NoCompiler;
 
-    impl PtxCompiler for NoCompiler {
+    impl KernelCompiler for NoCompiler {
         fn version(&self) -> Result<String> {
             bail!("nvcc was not found")
         }
-        fn arch(&self) -> &str {
-            DEFAULT_ARCH
+        fn targets(&self) -> Vec<String> {
+            default_targets()
         }
         fn compile(&self, _: &Path, _: &str) -> Result<()> {
             bail!("nvcc was not found")
@@ -485,7 +536,7 @@ mod tests {
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
         assert_eq!(check(dir.path()).unwrap(), Vec::<String>::new());
-        let text = fs::read_to_string(dir.path().join("ptx/manifest.json")).unwrap();
+        let text = fs::read_to_string(dir.path().join("fatbin/manifest.json")).unwrap();
         assert!(text.contains("\"nvcc_version\": null"), "{text}");
         assert!(text.contains("\"modules\": []"), "{text}");
     }
@@ -508,7 +559,7 @@ mod tests {
         assert_eq!(manifest.nvcc_version.as_deref(), Some("fake nvcc 0.0"));
         let names: Vec<_> = manifest.modules.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["msm", "ntt"]);
-        assert_eq!(manifest.modules[0].ptx, "msm.ptx");
+        assert_eq!(manifest.modules[0].fatbin, "msm.fatbin");
         assert_eq!(check(dir.path()).unwrap(), Vec::<String>::new());
         // Same sources, same manifest.
         assert_eq!(generate(dir.path(), &FakeCompiler).unwrap(), manifest);
@@ -554,16 +605,16 @@ mod tests {
     }
 
     #[test]
-    fn only_sources_outside_ptx_count() {
+    fn only_sources_outside_the_output_count() {
         let dir = kernels_with_sources();
         let before = source_hash(dir.path()).unwrap();
-        write(dir.path(), "ptx/msm.ptx", "// generated");
-        write(dir.path(), "ptx/stray.cuh", "// not a source");
+        write(dir.path(), "fatbin/msm.fatbin", "// generated");
+        write(dir.path(), "fatbin/stray.cuh", "// not a source");
         write(dir.path(), "README.md", "# docs");
         write(dir.path(), "msm/notes.txt", "tuning notes");
         assert_eq!(source_hash(dir.path()).unwrap(), before);
-        // A nested directory named ptx is not the generated one.
-        write(dir.path(), "msm/ptx/helper.cuh", "// a source");
+        // A nested directory named fatbin is not the generated one.
+        write(dir.path(), "msm/fatbin/helper.cuh", "// a source");
         assert_ne!(source_hash(dir.path()).unwrap(), before);
         // Every listed extension counts.
         for (i, ext) in SOURCE_EXTENSIONS.iter().enumerate() {
@@ -595,38 +646,44 @@ mod tests {
                 .any(|p| p.contains(r#"are ["msm"], the manifest lists ["msm", "ntt"]"#)),
             "{problems:?}"
         );
-        // Regenerating drops the module and its PTX.
+        // Regenerating drops the module and its fatbin.
         let manifest = generate(dir.path(), &FakeCompiler).unwrap();
         assert_eq!(manifest.modules.len(), 1);
-        assert!(!dir.path().join("ptx/ntt.ptx").exists());
+        assert!(!dir.path().join("fatbin/ntt.fatbin").exists());
         assert_eq!(check(dir.path()).unwrap(), Vec::<String>::new());
     }
 
     #[test]
-    fn stray_ptx_is_reported_and_removed() {
+    fn stray_fatbin_is_reported_and_removed() {
         let dir = kernels_with_sources();
         generate(dir.path(), &FakeCompiler).unwrap();
-        write(dir.path(), "ptx/old.ptx", "// from a deleted module");
+        write(dir.path(), "fatbin/old.fatbin", "// from a deleted module");
         let problems = check(dir.path()).unwrap();
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(
-            problems[0].ends_with("old.ptx is not in the manifest"),
+            problems[0].ends_with("old.fatbin is not in the manifest"),
             "{problems:?}"
         );
         generate(dir.path(), &FakeCompiler).unwrap();
-        assert!(!dir.path().join("ptx/old.ptx").exists());
+        assert!(!dir.path().join("fatbin/old.fatbin").exists());
     }
 
     #[test]
-    fn missing_or_edited_ptx_fails_check() {
+    fn missing_or_edited_fatbin_fails_check() {
         let dir = kernels_with_sources();
         generate(dir.path(), &FakeCompiler).unwrap();
-        write(dir.path(), "ptx/msm.ptx", "// hand-edited");
-        fs::remove_file(dir.path().join("ptx/ntt.ptx")).unwrap();
+        write(dir.path(), "fatbin/msm.fatbin", "// hand-edited");
+        fs::remove_file(dir.path().join("fatbin/ntt.fatbin")).unwrap();
         let problems = check(dir.path()).unwrap();
         assert_eq!(problems.len(), 2, "{problems:?}");
-        assert!(problems[0].contains("msm.ptx has sha256"), "{problems:?}");
-        assert!(problems[1].ends_with("ntt.ptx is missing"), "{problems:?}");
+        assert!(
+            problems[0].contains("msm.fatbin has sha256"),
+            "{problems:?}"
+        );
+        assert!(
+            problems[1].ends_with("ntt.fatbin is missing"),
+            "{problems:?}"
+        );
     }
 
     #[test]
@@ -634,11 +691,45 @@ mod tests {
         let dir = kernels_with_sources();
         let nvcc = Nvcc {
             path: dir.path().join("no-such-nvcc"),
-            arch: DEFAULT_ARCH.into(),
+            targets: default_targets(),
         };
         let err = generate(dir.path(), &nvcc).unwrap_err();
         let text = format!("{err:#}");
         assert!(text.contains("nvcc was not found"), "{text}");
         assert!(text.contains("kernels/README.md"), "{text}");
+    }
+
+    #[test]
+    fn gencode_covers_every_target() {
+        let args = gencode_args(&default_targets()).unwrap();
+        assert_eq!(
+            args,
+            [
+                "-gencode",
+                "arch=compute_80,code=sm_80",
+                "-gencode",
+                "arch=compute_86,code=sm_86",
+                "-gencode",
+                "arch=compute_89,code=sm_89",
+                "-gencode",
+                "arch=compute_90,code=sm_90",
+                "-gencode",
+                "arch=compute_80,code=compute_80",
+            ]
+        );
+        let err = gencode_args(&["sm90".to_owned()]).unwrap_err();
+        assert!(err.to_string().contains("\"sm90\""), "{err:#}");
+    }
+
+    #[test]
+    fn other_targets_fail_check() {
+        let dir = kernels_with_sources();
+        generate(dir.path(), &FakeCompiler).unwrap();
+        let path = dir.path().join("fatbin/manifest.json");
+        let text = fs::read_to_string(&path).unwrap();
+        fs::write(&path, text.replace("\"sm_89\",", "")).unwrap();
+        let problems = check(dir.path()).unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("the build wants"), "{problems:?}");
     }
 }
