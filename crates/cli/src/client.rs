@@ -60,6 +60,10 @@ pub struct Finished {
     pub job_id: u64,
     pub proofs: Vec<Vec<u8>>,
     pub seconds: f64,
+    /// A Filecoin proof as filecoin-proofs writes it (empty otherwise).
+    pub proof: Vec<u8>,
+    /// The daemon verified the Filecoin proof before replying.
+    pub verified: bool,
 }
 
 /// Reads a job's stream to its end, passing each progress update to
@@ -83,6 +87,8 @@ pub async fn follow(
                     job_id: update.job_id,
                     proofs: p.proofs,
                     seconds: p.seconds,
+                    proof: p.proof,
+                    verified: p.verified,
                 });
             }
             None => {}

@@ -15,6 +15,11 @@ use cuzk_engine::{Engine, EngineConfig};
 use cuzk_filecoin::post::PostInput;
 use cuzk_filecoin::{C1Output, PostKind, SealProof, UpdateInput};
 
+use cuzk_cli::commands::{PriorityArg, proof_bar, runtime};
+use cuzk_cli::daemon::Address;
+use cuzk_cli::daemon::request::priority_to_proto;
+use cuzk_cli::{client, proto};
+
 /// The `cuzk prove` kinds handled here.
 pub const KINDS: [&str; 4] = ["porep-c2", "winning-post", "window-post", "snap-deals"];
 
@@ -100,6 +105,16 @@ struct Common {
     /// files; filecoin-proofs' parameter files are usually checked by their published digests).
     #[arg(long)]
     subgroup_check: bool,
+    /// Prove through the daemon at this address (unix:/run/cuzk.sock, a socket path, or
+    /// 127.0.0.1:7400) instead of in this process: it proves with its own parameter cache and
+    /// verifies the proof before replying. --param-cache is then only read for --verify when the
+    /// daemon did not verify.
+    #[arg(long, value_name = "ADDR")]
+    daemon: Option<Address>,
+    /// With --daemon: the job's priority (default: the kind's; WinningPoSt critical, WindowPoSt
+    /// high, PoRep C2 and SnapDeals normal).
+    #[arg(long, value_enum, requires = "daemon")]
+    priority: Option<PriorityArg>,
 }
 
 /// Runs `cuzk prove <kind> ...` when `args` name one of [`KINDS`]; `None`
@@ -167,8 +182,133 @@ fn prove_verify_write(
     Ok(())
 }
 
+/// Proves through the daemon: sends the input file's bytes, waits for the
+/// proof (the daemon verified it unless told not to), verifies it here when
+/// --verify asks and the daemon did not, writes it atomically.
+fn prove_remote(
+    common: &Common,
+    address: &Address,
+    out: &Path,
+    what: &str,
+    kind: proto::filecoin_proof::Kind,
+    verify_here: impl FnOnce(&Path, &[u8]) -> Result<bool>,
+) -> Result<()> {
+    let request = proto::ProveRequest {
+        priority: common.priority.map_or(proto::Priority::Unspecified, |p| {
+            priority_to_proto(p.into())
+        }) as i32,
+        filecoin: Some(proto::FilecoinProof { kind: Some(kind) }),
+        ..proto::ProveRequest::default()
+    };
+    let finished = runtime()?.block_on(async {
+        let mut c = client::connect(address).await?;
+        let stream = c
+            .prove(request)
+            .await
+            .map_err(|s| client::call_error("the daemon refused the request", s))?
+            .into_inner();
+        let bar = proof_bar(0, false);
+        bar.set_message(what.to_owned());
+        let done = client::follow(stream, |_, progress| {
+            bar.set_length(u64::from(progress.partitions));
+            bar.set_position(u64::from(progress.proved));
+        })
+        .await;
+        bar.finish_and_clear();
+        done
+    })?;
+    if finished.proof.is_empty() {
+        bail!(
+            "daemon job {} sent no Filecoin proof bytes (is the daemon older than this client?)",
+            finished.job_id
+        );
+    }
+    let verified = if finished.verified {
+        true
+    } else if common.verify {
+        if !verify_here(&param_dir(common), &finished.proof)? {
+            bail!(
+                "the proof of daemon job {} does not verify; nothing was written",
+                finished.job_id
+            );
+        }
+        true
+    } else {
+        false
+    };
+    write_proof(out, &finished.proof)?;
+    println!(
+        "wrote {what} ({} bytes) to {} in {:.2} s (daemon job {}){}",
+        finished.proof.len(),
+        out.display(),
+        finished.seconds,
+        finished.job_id,
+        match (finished.verified, verified) {
+            (true, _) => "; verified by the daemon",
+            (false, true) => "; verified",
+            _ => "",
+        }
+    );
+    Ok(())
+}
+
+fn read_input(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
 fn run(kind: Kind) -> Result<()> {
     match kind {
+        Kind::PorepC2 {
+            c1,
+            out,
+            registered_proof,
+            common,
+        } if common.daemon.is_some() => {
+            let address = common
+                .daemon
+                .clone()
+                .unwrap_or_else(cuzk_cli::daemon::default_address);
+            let kind = proto::filecoin_proof::Kind::PorepC2(proto::PoRepC2 {
+                c1_json: read_input(&c1)?,
+                registered_proof: registered_proof.map(|p| p.to_string()).unwrap_or_default(),
+            });
+            prove_remote(
+                &common,
+                &address,
+                &out,
+                "PoRep C2 proof",
+                kind,
+                |dir, bytes| {
+                    let input = C1Output::from_file(&c1, registered_proof)?;
+                    Ok(input.verify(dir, bytes)?)
+                },
+            )
+        }
+        Kind::WinningPost { input, out, common } if common.daemon.is_some() => {
+            post_remote(PostKind::Winning, &input, &out, &common)
+        }
+        Kind::WindowPost { input, out, common } if common.daemon.is_some() => {
+            post_remote(PostKind::Window, &input, &out, &common)
+        }
+        Kind::SnapDeals {
+            request,
+            out,
+            common,
+        } if common.daemon.is_some() => {
+            let address = common
+                .daemon
+                .clone()
+                .unwrap_or_else(cuzk_cli::daemon::default_address);
+            let kind = proto::filecoin_proof::Kind::SnapDeals(read_input(&request)?);
+            prove_remote(
+                &common,
+                &address,
+                &out,
+                "SnapDeals proof",
+                kind,
+                |dir, bytes| Ok(UpdateInput::from_file(&request)?.verify(dir, bytes)?),
+            )
+        }
         Kind::PorepC2 {
             c1,
             out,
@@ -217,6 +357,27 @@ fn snap_deals(request: &Path, out: &Path, common: &Common) -> Result<()> {
         |engine, dir| Ok(input.prove(engine, dir, None)?.bytes),
         |dir, bytes| Ok(input.verify(dir, bytes)?),
     )
+}
+
+fn post_remote(kind: PostKind, input: &Path, out: &Path, common: &Common) -> Result<()> {
+    let address = common
+        .daemon
+        .clone()
+        .unwrap_or_else(cuzk_cli::daemon::default_address);
+    let bytes = read_input(input)?;
+    let (what, kind_proto) = match kind {
+        PostKind::Winning => (
+            "WinningPoSt proof",
+            proto::filecoin_proof::Kind::WinningPost(bytes),
+        ),
+        PostKind::Window => (
+            "WindowPoSt proof",
+            proto::filecoin_proof::Kind::WindowPost(bytes),
+        ),
+    };
+    prove_remote(common, &address, out, what, kind_proto, |dir, proof| {
+        Ok(PostInput::from_file(input, Some(kind))?.verify(dir, proof)?)
+    })
 }
 
 fn post(kind: PostKind, input: &Path, out: &Path, common: &Common) -> Result<()> {

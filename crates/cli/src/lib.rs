@@ -11,3 +11,11 @@ pub mod proto {
     #![allow(missing_docs, missing_debug_implementations, clippy::all)]
     tonic::include_proto!("cuzk.v1");
 }
+
+/// The generated gRPC types of Curio's interface
+/// (`proto/curio/cuzk/v1/proving.proto`, service `cuzk.v1.ProvingEngine`),
+/// which the daemon also serves (`daemon::curio`).
+pub mod curio_proto {
+    #![allow(missing_docs, missing_debug_implementations, clippy::all)]
+    include!(concat!(env!("OUT_DIR"), "/curio/cuzk.v1.rs"));
+}

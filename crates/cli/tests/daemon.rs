@@ -150,6 +150,7 @@ fn request(
         params,
         priority: priority as i32,
         randomness: None,
+        filecoin: None,
     }
 }
 

@@ -6,17 +6,16 @@
 //! problem and writes nothing.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use cuzk_filecoin::post::{self, PostInput};
 use cuzk_filecoin::{PostKind, PostProof, SealProof, SectorSize, testing, update};
-use filecoin_proofs::{
-    PrivateReplicaInfo, PublicReplicaInfo, SectorShape2KiB, generate_fallback_sector_challenges,
-    generate_single_vanilla_proof,
-};
+use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
 use storage_proofs_core::api_version::ApiVersion;
+
+mod common;
+use common::{PARAM_SEED, init};
 
 fn cuzk(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cuzk"))
@@ -35,34 +34,6 @@ fn text(out: &Output) -> String {
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// Seed of the test parameters: cuzk-filecoin's tests use the same one.
-const PARAM_SEED: u64 = 0x5EED_F11E;
-
-/// Points filecoin-proofs' caches at test directories (once, before any
-/// test reads them) and returns the parameter directory: cuzk-filecoin's
-/// tests' (`target/tmp/cuzk-filecoin/params-seed-5eedf11e`), whose files
-/// are the same for the same seed, so neither generates them twice.
-fn init() -> &'static Path {
-    static PARAMS: OnceLock<PathBuf> = OnceLock::new();
-    PARAMS.get_or_init(|| {
-        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let params = tmp
-            .join("cuzk-filecoin")
-            .join(format!("params-seed-{PARAM_SEED:x}"));
-        let parents = tmp.join("cuzk-cli-filecoin").join("parents");
-        std::fs::create_dir_all(&params).unwrap();
-        std::fs::create_dir_all(&parents).unwrap();
-        // SAFETY: set once, before any test of this binary calls into
-        // filecoin-proofs (every test calls `init` first and waits on this
-        // OnceLock); nothing else in these tests touches the environment.
-        unsafe {
-            std::env::set_var("FIL_PROOFS_PARAMETER_CACHE", &params);
-            std::env::set_var("FIL_PROOFS_PARENT_CACHE", &parents);
-        }
-        params
-    })
 }
 
 #[test]
@@ -142,28 +113,7 @@ fn filecoin_proofs_from_the_command_line() {
     post::generate_test_params(proof, params, PARAM_SEED).unwrap();
     let config = proof.config();
     let randomness = [4u8; 32];
-    let replica = PrivateReplicaInfo::<SectorShape2KiB>::new(
-        sealed.replica.clone(),
-        sealed.pre_commit.comm_r,
-        sealed.cache.clone(),
-    )
-    .unwrap();
-    let challenges = generate_fallback_sector_challenges::<SectorShape2KiB>(
-        &config,
-        &randomness,
-        &[sealed.sector_id],
-        sealed.prover_id,
-    )
-    .unwrap();
-    let vanilla = vec![
-        generate_single_vanilla_proof(
-            &config,
-            sealed.sector_id,
-            &replica,
-            &challenges[&sealed.sector_id],
-        )
-        .unwrap(),
-    ];
+    let vanilla = common::window_vanilla(&sealed, proof, randomness, sealed.prover_id);
     let request = work.path().join("window.json");
     std::fs::write(
         &request,

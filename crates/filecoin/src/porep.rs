@@ -11,7 +11,7 @@ use std::path::Path;
 
 use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
-use cuzk_engine::{Engine, Priority};
+use cuzk_engine::{Engine, JobHandle, Priority};
 use filecoin_proofs::constants::{
     DefaultPieceHasher, SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
 };
@@ -195,6 +195,24 @@ impl C1Output {
         Ok(C2Proof { proofs, bytes })
     }
 
+    /// Submits C2 to `engine` as one job and returns at once (a daemon
+    /// follows the job's progress and may cancel it); the job's proofs, in
+    /// partition order, are what [`C1Output::prove`] returns.
+    /// `priority`: `None` for NORMAL.
+    pub fn submit(
+        &self,
+        engine: &Engine,
+        param_dir: &Path,
+        randomness: Option<Vec<(Scalar, Scalar)>>,
+        priority: Option<Priority>,
+    ) -> Result<JobHandle> {
+        with_c1!(&self.inner, c1 => {
+            partitions(c1, self.proof, param_dir)?
+                .with_priority(priority)
+                .submit(engine, randomness)
+        })
+    }
+
     /// The parameter files of this C1's circuit in `param_dir`.
     pub fn param_files(&self, param_dir: &Path) -> Result<ParamFiles> {
         with_tree!(self.sector_size(), param_files(self.proof, param_dir))
@@ -297,6 +315,12 @@ fn setup<'a, Tree: 'static + MerkleTreeTrait>(
         }),
     };
     Ok((pub_params, pub_inputs))
+}
+
+/// The parameter files of `proof`'s PoRep circuit in `dir` (to preload or
+/// evict them without a C1 at hand).
+pub fn param_files_for(proof: SealProof, dir: &Path) -> Result<ParamFiles> {
+    with_tree!(proof.sector_size, param_files(proof, dir))
 }
 
 fn param_files<Tree: 'static + MerkleTreeTrait>(

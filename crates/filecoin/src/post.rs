@@ -13,7 +13,7 @@ use std::path::Path;
 
 use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
-use cuzk_engine::{Engine, Priority};
+use cuzk_engine::{Engine, JobHandle, Priority};
 use filecoin_proofs::constants::{
     SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
 };
@@ -153,6 +153,30 @@ impl PostInput {
         Ok(PostOutput { proofs, bytes })
     }
 
+    /// The partitions (Groth16 proofs) this PoSt is proved in: one for
+    /// WinningPoSt, one per `sector_count` sectors for WindowPoSt.
+    pub fn partitions(&self) -> Result<usize> {
+        let config = self.proof.config();
+        with_vanilla!(&self.inner, v => partition_count(&config, v))
+    }
+
+    /// Submits the PoSt to `engine` as one job and returns at once; its
+    /// proofs are what [`PostInput::prove`] returns. `priority`: `None` for
+    /// the kind's (WinningPoSt CRITICAL, WindowPoSt HIGH).
+    pub fn submit(
+        &self,
+        engine: &Engine,
+        param_dir: &Path,
+        randomness: Option<Vec<(Scalar, Scalar)>>,
+        priority: Option<Priority>,
+    ) -> Result<JobHandle> {
+        with_vanilla!(&self.inner, v => {
+            partitions(self.proof, &self.randomness, self.prover_id, v, param_dir)?
+                .with_priority(priority)
+                .submit(engine, randomness)
+        })
+    }
+
     /// The parameter files of this PoSt's circuit in `param_dir`.
     pub fn param_files(&self, param_dir: &Path) -> Result<ParamFiles> {
         with_vanilla!(&self.inner, v => param_files_of(self.proof, v, param_dir))
@@ -240,6 +264,15 @@ type PubInputs<'a, Tree> = <FallbackPoSt<'a, Tree> as ProofScheme<'a>>::PublicIn
 
 /// Setup as the `*_with_vanilla` functions do; `sectors` for the
 /// partition count of WindowPoSt.
+fn partition_count<Tree: 'static + MerkleTreeTrait>(
+    config: &PoStConfig,
+    vanilla: &[FallbackPoStSectorProof<Tree>],
+) -> Result<usize> {
+    Ok(setup::<Tree>(config, vanilla.len())?
+        .partitions
+        .unwrap_or(1))
+}
+
 fn setup<'a, Tree: 'static + MerkleTreeTrait>(
     config: &PoStConfig,
     sectors: usize,
@@ -295,6 +328,21 @@ fn comm_r_bytes<Tree: MerkleTreeTrait>(p: &FallbackPoStSectorProof<Tree>) -> [u8
     let mut out = [0u8; 32];
     out.copy_from_slice(AsRef::<[u8]>::as_ref(&p.comm_r));
     out
+}
+
+/// The parameter files of `proof`'s PoSt circuit in `dir` (the circuit
+/// proves the proof type's `sector_count` sectors per partition).
+pub fn param_files_for(proof: PostProof, dir: &Path) -> Result<ParamFiles> {
+    with_tree!(proof.sector_size, post_param_files(proof, dir))
+}
+
+fn post_param_files<Tree: 'static + MerkleTreeTrait>(
+    proof: PostProof,
+    dir: &Path,
+) -> Result<ParamFiles> {
+    let config = proof.config();
+    let pub_params = setup::<Tree>(&config, config.sector_count)?;
+    Ok(param_files::<Tree>(&pub_params, dir))
 }
 
 fn param_files_of<Tree: 'static + MerkleTreeTrait>(

@@ -55,6 +55,16 @@ where
         Ok(engine.submit(request)?)
     }
 
+    /// Runs the job at `priority` instead of the kind's default (PoRep C2
+    /// and SnapDeals NORMAL, WindowPoSt HIGH, WinningPoSt CRITICAL); `None`
+    /// keeps the default.
+    pub fn with_priority(mut self, priority: Option<Priority>) -> Self {
+        if let Some(p) = priority {
+            self.priority = p;
+        }
+        self
+    }
+
     /// Proves every partition and waits for the proofs, in partition order.
     pub fn prove(
         self,

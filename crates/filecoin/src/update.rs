@@ -20,7 +20,7 @@ use std::path::Path;
 use bellperson::groth16::Proof;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
-use cuzk_engine::{Engine, EngineError, Priority};
+use cuzk_engine::{Engine, EngineError, JobHandle, Priority};
 use filecoin_proofs::constants::{
     SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
 };
@@ -267,6 +267,25 @@ impl UpdateInput {
         }
     }
 
+    /// Submits the update proof to `engine` as one job and returns at once;
+    /// its proofs are what [`UpdateInput::prove`] returns. Call
+    /// [`UpdateInput::check_vanilla`] first: a witness that does not fit
+    /// its commitments fails the job with the circuit's own error, not
+    /// with the mismatch named. `priority`: `None` for NORMAL.
+    pub fn submit(
+        &self,
+        engine: &Engine,
+        param_dir: &Path,
+        randomness: Option<Vec<(Scalar, Scalar)>>,
+        priority: Option<Priority>,
+    ) -> Result<JobHandle> {
+        with_vanilla!(&self.inner, v => {
+            partitions_of(self.proof, self.comms, v, param_dir)?
+                .with_priority(priority)
+                .submit(engine, randomness)
+        })
+    }
+
     /// The parameter files of this update's circuit in `param_dir`.
     pub fn param_files(&self, param_dir: &Path) -> Result<ParamFiles> {
         with_tree!(self.proof.sector_size(), param_files(self.proof, param_dir))
@@ -433,6 +452,11 @@ fn pub_inputs(config: &SectorUpdateConfig, comms: Comms) -> Result<PublicInputs>
             .map_err(FilecoinError::proofs(context))?,
         h: config.h,
     })
+}
+
+/// The parameter files of `proof`'s SnapDeals circuit in `dir`.
+pub fn param_files_for(proof: UpdateProof, dir: &Path) -> Result<ParamFiles> {
+    with_tree!(proof.sector_size(), param_files(proof, dir))
 }
 
 fn param_files<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(

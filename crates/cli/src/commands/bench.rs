@@ -312,6 +312,7 @@ fn through_daemon(args: &BenchArgs) -> Result<(Vec<JobResult>, Value)> {
                 randomness: args
                     .rs_seed
                     .map(|s| proto::prove_request::Randomness::RsSeed(s ^ u64::from(job))),
+                filecoin: None,
             };
             let mut c = c.clone();
             let bar = bar.clone();

@@ -44,6 +44,7 @@ pub fn prove_remote(p: RemoteProve) -> Result<()> {
         params: Some(params_spec(p.params.as_deref(), p.params_set.as_deref())?),
         priority: priority_to_proto(p.priority.into()) as i32,
         randomness: p.rs_seed.map(proto::prove_request::Randomness::RsSeed),
+        filecoin: None,
     };
     let finished = runtime()?.block_on(async {
         let mut c = client::connect(&p.address).await?;

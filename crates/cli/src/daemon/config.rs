@@ -85,6 +85,9 @@ pub fn default_address() -> Address {
     Address::Unix(PathBuf::from(format!("/tmp/cuzk-{uid}/cuzk.sock")))
 }
 
+/// The longest duration a setting may hold: one year, in seconds.
+const MAX_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
+
 /// The daemon's configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -106,7 +109,16 @@ pub struct DaemonConfig {
     pub param_sets: BTreeMap<String, PathBuf>,
     /// Parameter sets to load at startup (names or paths).
     pub preload: Vec<String>,
-    /// The largest request message.
+    /// The Filecoin parameter cache: filecoin-proofs' `v28-*.params` and
+    /// `.vk` files, which Filecoin requests are proved and verified with;
+    /// unset: `FIL_PROOFS_PARAMETER_CACHE`, else
+    /// `/var/tmp/filecoin-proof-parameters`, as filecoin-proofs reads it.
+    pub filecoin_params_dir: Option<PathBuf>,
+    /// Verify every Filecoin proof before returning it (a proof that fails
+    /// is an error naming the job, never a reply).
+    pub verify_proofs: bool,
+    /// The largest request message (a 32 GiB PoRep C1 output is about
+    /// 50 MB of JSON).
     pub max_request_bytes: ByteSize,
     /// The most partitions in one request.
     pub max_partitions: usize,
@@ -134,7 +146,9 @@ impl Default for DaemonConfig {
             params_dirs: Vec::new(),
             param_sets: BTreeMap::new(),
             preload: Vec::new(),
-            max_request_bytes: ByteSize(1 << 20),
+            filecoin_params_dir: None,
+            verify_proofs: true,
+            max_request_bytes: ByteSize(128 << 20),
             max_partitions: 1024,
             max_constraints: 1 << 28,
             max_jobs: 4096,
@@ -156,6 +170,13 @@ impl DaemonConfig {
     /// Parses a TOML document.
     pub fn from_toml_str(text: &str) -> Result<Self> {
         Ok(toml::from_str(text)?)
+    }
+
+    /// Where Filecoin requests' parameter files are read from.
+    pub fn filecoin_params_dir(&self) -> PathBuf {
+        self.filecoin_params_dir
+            .clone()
+            .unwrap_or_else(cuzk_filecoin::params::default_dir)
     }
 
     /// The metrics address, `None` when turned off.
@@ -193,8 +214,18 @@ impl DaemonConfig {
         if self.max_partitions == 0 || self.max_jobs == 0 {
             bail!("max_partitions and max_jobs must be at least 1");
         }
-        if !(self.result_ttl_s >= 0.0 && self.shutdown_grace_s >= 0.0) {
-            bail!("result_ttl_s and shutdown_grace_s must be non-negative numbers of seconds");
+        for (name, secs) in [
+            ("result_ttl_s", self.result_ttl_s),
+            ("shutdown_grace_s", self.shutdown_grace_s),
+        ] {
+            // Checked here, where the file is read: a duration out of range
+            // would otherwise panic in Duration::from_secs_f64 much later.
+            if !(secs.is_finite() && (0.0..=MAX_SECONDS).contains(&secs)) {
+                bail!(
+                    "{name} = {secs}: a duration is a number of seconds from 0 to {MAX_SECONDS} \
+                     (one year)"
+                );
+            }
         }
         Ok(())
     }
@@ -235,5 +266,13 @@ mod tests {
         );
         let err = DaemonConfig::from_toml_str("lisen = \"x\"").unwrap_err();
         assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+        // Durations that would panic later are refused when read.
+        for bad in ["inf", "nan", "-1.0", "1e300"] {
+            let c = DaemonConfig::from_toml_str(&format!("result_ttl_s = {bad}")).unwrap();
+            let err = c.check().unwrap_err().to_string();
+            assert!(err.contains("result_ttl_s"), "{bad}: {err}");
+        }
+        let c = DaemonConfig::from_toml_str("shutdown_grace_s = 0.5").unwrap();
+        c.check().unwrap();
     }
 }

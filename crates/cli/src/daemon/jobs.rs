@@ -19,6 +19,29 @@ use crate::proto;
 /// How a job ended, as its awaiters receive it.
 pub type Outcome = Result<proto::Proofs, Status>;
 
+/// Checks a Filecoin proof's bytes before the reply: `Ok(true)` when it
+/// verifies, `Ok(false)` when it does not, `Err` when it could not be
+/// checked. Runs on a blocking thread.
+pub type Verifier = Box<dyn FnOnce(&[u8]) -> Result<bool, String> + Send>;
+
+/// What a job proves, for its outcome.
+pub enum JobKind {
+    /// A built-in circuit: the partition proofs.
+    Builtin,
+    /// A Filecoin proof: also the bytes filecoin-proofs writes, checked by
+    /// the verifier (when the daemon verifies) before they are returned.
+    Filecoin(Option<Verifier>),
+}
+
+impl std::fmt::Debug for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobKind::Builtin => f.write_str("Builtin"),
+            JobKind::Filecoin(v) => write!(f, "Filecoin(verify: {})", v.is_some()),
+        }
+    }
+}
+
 /// One job the daemon tracks.
 #[derive(Debug)]
 pub struct Tracked {
@@ -42,6 +65,24 @@ impl Tracked {
 
     pub fn ended(&self) -> bool {
         self.result.borrow().is_some()
+    }
+
+    /// The job's outcome, waiting for it at most `timeout` (`None`: until
+    /// it comes); `None` when it has none by then. Unlike [`Jobs::stream`],
+    /// this neither takes the outcome away nor cancels the job when the
+    /// wait ends first or the caller goes away.
+    pub async fn outcome(&self, timeout: Option<Duration>) -> Option<Outcome> {
+        let mut rx = self.result.subscribe();
+        let wait = async move {
+            rx.wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|r| (*r).clone())
+        };
+        match timeout {
+            None => wait.await,
+            Some(t) => tokio::time::timeout(t, wait).await.ok().flatten(),
+        }
     }
 
     fn ended_at(&self) -> Option<Instant> {
@@ -118,6 +159,7 @@ impl Jobs {
         mut handle: JobHandle,
         circuit: String,
         partitions: u32,
+        kind: JobKind,
     ) -> Arc<Tracked> {
         let (progress, _) = broadcast::channel(256);
         let (result, _) = watch::channel(None);
@@ -187,7 +229,7 @@ impl Jobs {
             let took = started.elapsed();
             let (outcome, label) = match result {
                 Ok(proofs) => {
-                    let bytes = proofs
+                    let bytes: Vec<Vec<u8>> = proofs
                         .iter()
                         .map(|p| {
                             let mut v = Vec::with_capacity(192);
@@ -196,13 +238,77 @@ impl Jobs {
                             v
                         })
                         .collect();
-                    (
-                        Ok(proto::Proofs {
-                            proofs: bytes,
-                            seconds: took.as_secs_f64(),
-                        }),
-                        "done",
-                    )
+                    let reply = proto::Proofs {
+                        seconds: took.as_secs_f64(),
+                        ..proto::Proofs::default()
+                    };
+                    match kind {
+                        JobKind::Builtin => (
+                            Ok(proto::Proofs {
+                                proofs: bytes,
+                                ..reply
+                            }),
+                            "done",
+                        ),
+                        JobKind::Filecoin(verifier) => {
+                            let proof = bytes.concat();
+                            let checked = match verifier {
+                                None => Ok((false, 0.0)),
+                                Some(verify) => {
+                                    let (circuit, metrics) =
+                                        (t.circuit.clone(), Arc::clone(&daemon.metrics));
+                                    let proof = proof.clone();
+                                    tokio::task::spawn_blocking(move || {
+                                        let start = Instant::now();
+                                        let verdict = verify(&proof);
+                                        let secs = start.elapsed();
+                                        metrics.verified(
+                                            &circuit,
+                                            matches!(verdict, Ok(true)),
+                                            secs,
+                                        );
+                                        verdict.map(|ok| (ok, secs.as_secs_f64()))
+                                    })
+                                    .await
+                                    .unwrap_or_else(|e| Err(format!("the verifier failed: {e}")))
+                                    .and_then(|(ok, secs)| {
+                                        if ok {
+                                            Ok((true, secs))
+                                        } else {
+                                            Err("it does not verify; it is not returned".into())
+                                        }
+                                    })
+                                }
+                            };
+                            match checked {
+                                Ok((verified, verify_seconds)) => (
+                                    Ok(proto::Proofs {
+                                        proofs: bytes,
+                                        proof,
+                                        verified,
+                                        verify_seconds,
+                                        ..reply
+                                    }),
+                                    "done",
+                                ),
+                                Err(why) => {
+                                    tracing::error!(
+                                        job = t.id,
+                                        circuit = %t.circuit,
+                                        %why,
+                                        "a proof failed verification"
+                                    );
+                                    (
+                                        Err(Status::internal(format!(
+                                            "job {}: the {} proof failed verification: {why}",
+                                            t.id, t.circuit
+                                        ))),
+                                        "failed",
+                                    )
+                                }
+                            }
+                        }
+                    }
                 }
                 Err(e) => {
                     let label = match e {

@@ -25,6 +25,7 @@ pub struct Metrics {
     proofs_done: IntCounterVec,
     proofs_failed: IntCounterVec,
     job_seconds: HistogramVec,
+    verify_seconds: HistogramVec,
     stage_seconds: HistogramVec,
     rejected: IntCounterVec,
     busy_total: prometheus::CounterVec,
@@ -35,6 +36,9 @@ pub struct Metrics {
     queue: IntGaugeVec,
     jobs_now: IntGaugeVec,
     resident_params: IntGauge,
+    loads: IntCounterVec,
+    /// The engine's load counts at the last render, to feed `loads`.
+    loads_seen: Mutex<[u64; 3]>,
     dispatch: IntGauge,
     busy: Mutex<HashMap<usize, VecDeque<(Instant, Instant)>>>,
 }
@@ -104,6 +108,12 @@ impl Metrics {
                 "From submission to the end of a job",
                 &["kind", "priority"],
             )?,
+            verify_seconds: seconds(
+                "verify_duration_seconds",
+                "Verification of each Filecoin proof before it is returned, by kind and result \
+                 (ok, failed)",
+                &["kind", "result"],
+            )?,
             stage_seconds: seconds(
                 "stage_duration_seconds",
                 "Duration of each pipeline stage of each partition",
@@ -139,6 +149,14 @@ impl Metrics {
                 &["priority", "phase"],
             )?,
             resident_params: single("resident_params", "Parameter sets resident now")?,
+            loads: counter(
+                "loads_total",
+                "What the engine read or made because it was not resident: params (a parameter \
+                 file read), pce_recorded (a PCE recorded from its circuit), pce_disk (a PCE read \
+                 from pce_cache_dir)",
+                &["what"],
+            )?,
+            loads_seen: Mutex::new([0; 3]),
             dispatch: single(
                 "dispatch_in_flight",
                 "Partitions between synthesis start and proof (reactive dispatch permits)",
@@ -195,6 +213,13 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// One proof verified before its reply (`ok`: it verified).
+    pub fn verified(&self, circuit: &str, ok: bool, took: Duration) {
+        self.verify_seconds
+            .with_label_values(&[family(circuit), if ok { "ok" } else { "failed" }])
+            .observe(took.as_secs_f64());
+    }
+
     pub fn rejected(&self, code: tonic::Code) {
         self.rejected
             .with_label_values(&[&format!("{code:?}")])
@@ -238,6 +263,27 @@ impl Metrics {
                 .set(q.running_jobs as i64);
         }
         self.resident_params.set(status.params.len() as i64);
+        {
+            let stats = engine.stats();
+            let now = [
+                stats.params_loads,
+                stats.pce_recorded,
+                stats.pce_loaded_from_disk,
+            ];
+            let mut seen = self
+                .loads_seen
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (i, what) in ["params", "pce_recorded", "pce_disk"]
+                .into_iter()
+                .enumerate()
+            {
+                self.loads
+                    .with_label_values(&[what])
+                    .inc_by(now[i].saturating_sub(seen[i]));
+            }
+            *seen = now;
+        }
         self.dispatch.set(status.dispatch_in_flight as i64);
         let now = Instant::now();
         let from = now.checked_sub(BUSY_WINDOW).unwrap_or(now);

@@ -8,6 +8,8 @@
 //! bytes, and the client writes them (atomically).
 
 pub mod config;
+pub mod curio;
+pub mod filecoin;
 pub mod jobs;
 pub mod metrics;
 pub mod request;
@@ -104,14 +106,35 @@ impl Running {
 }
 
 fn bind_unix(path: &Path, mode: u32) -> Result<tokio::net::UnixListener> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
-        && !dir.exists()
-    {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create the socket directory {}", dir.display()))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.exists() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the socket directory {}", dir.display()))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+        } else if is_shared_tmp_dir(dir) {
+            // The fallback /tmp/cuzk-<uid>: anyone may have made it first.
+            let meta = std::fs::symlink_metadata(dir)
+                .with_context(|| format!("cannot read {}", dir.display()))?;
+            let uid = std::fs::metadata("/proc/self").map_or(u32::MAX, |m| m.uid());
+            if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+                bail!(
+                    "the socket directory {} is not a directory of this user's with mode 0700 \
+                     (owner uid {}, mode {:o}); remove it or listen elsewhere",
+                    dir.display(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                );
+            }
+        }
     }
-    if path.exists() {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            bail!(
+                "{} exists and is not a socket; remove it or listen elsewhere",
+                path.display()
+            );
+        }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             bail!(
                 "another daemon is listening on {} (stop it, or listen elsewhere)",
@@ -127,6 +150,16 @@ fn bind_unix(path: &Path, mode: u32) -> Result<tokio::net::UnixListener> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot set the mode of {}", path.display()))?;
     Ok(listener)
+}
+
+/// `/tmp/cuzk-<something>`: the default socket's directory when there is no
+/// `XDG_RUNTIME_DIR`, in a directory every user can write to.
+fn is_shared_tmp_dir(dir: &Path) -> bool {
+    dir.parent() == Some(Path::new("/tmp"))
+        && dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("cuzk-"))
 }
 
 /// Starts serving `engine` as `config` says. Call inside a tokio runtime.
@@ -185,10 +218,17 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
         .max_decoding_message_size(
             usize::try_from(daemon.config.max_request_bytes.0).unwrap_or(usize::MAX),
         );
+    let curio = crate::curio_proto::proving_engine_server::ProvingEngineServer::new(
+        curio::CurioService::new(Arc::clone(&daemon)),
+    )
+    .max_decoding_message_size(
+        usize::try_from(daemon.config.max_request_bytes.0).unwrap_or(usize::MAX),
+    );
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .add_service(service);
+        .add_service(service)
+        .add_service(curio);
     let mut server_stop_wait = server_stop.clone();
     let stopped = async move {
         let _ = server_stop_wait.wait_for(|s| *s).await;
@@ -308,4 +348,34 @@ async fn lifecycle(
     }
     tracing::info!("cuzk daemon stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_that_is_not_a_socket_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cuzk.sock");
+        std::fs::write(&path, b"precious").unwrap();
+        let err = bind_unix(&path, 0o600).unwrap_err().to_string();
+        assert!(err.contains("is not a socket"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"precious");
+    }
+
+    #[test]
+    fn a_shared_socket_directory_open_to_others_is_refused() {
+        assert!(is_shared_tmp_dir(Path::new("/tmp/cuzk-1000")));
+        assert!(!is_shared_tmp_dir(Path::new("/run/user/1000")));
+        assert!(!is_shared_tmp_dir(Path::new("/tmp/other")));
+        let dir = PathBuf::from(format!("/tmp/cuzk-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let err = bind_unix(&dir.join("cuzk.sock"), 0o600)
+            .unwrap_err()
+            .to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.contains("mode 0700"), "{err}");
+    }
 }

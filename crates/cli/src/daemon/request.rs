@@ -81,6 +81,24 @@ fn scalar(bytes: &[u8], what: &str, partition: usize) -> Result<Scalar, Status> 
     })
 }
 
+/// Explicit (r, s) pairs, one per partition, each checked.
+pub fn explicit_randomness(
+    e: &proto::ExplicitRandomness,
+    partitions: usize,
+) -> Result<Vec<(Scalar, Scalar)>, Status> {
+    if e.partitions.len() != partitions {
+        return Err(Status::invalid_argument(format!(
+            "the request has {partitions} partitions but {} (r, s) pairs",
+            e.partitions.len()
+        )));
+    }
+    e.partitions
+        .iter()
+        .enumerate()
+        .map(|(i, rs)| Ok((scalar(&rs.r, "r", i)?, scalar(&rs.s, "s", i)?)))
+        .collect()
+}
+
 /// Resolves a parameter set to a file the daemon may read.
 pub fn resolve_params(
     config: &DaemonConfig,
@@ -111,7 +129,33 @@ pub fn resolve_params(
             Ok(ParamsRef::File(canonical))
         }
         proto::params_spec::Source::Path(p) => confine(config, Path::new(p)).map(ParamsRef::File),
+        proto::params_spec::Source::SealProof(name) => filecoin_params(config, name, |n, dir| {
+            cuzk_filecoin::porep::param_files_for(n.parse()?, dir)
+        }),
+        proto::params_spec::Source::PostProof(name) => filecoin_params(config, name, |n, dir| {
+            cuzk_filecoin::post::param_files_for(n.parse()?, dir)
+        }),
+        proto::params_spec::Source::UpdateProof(name) => filecoin_params(config, name, |n, dir| {
+            cuzk_filecoin::update::param_files_for(n.parse()?, dir)
+        }),
     }
+}
+
+/// The `.params` file of the Filecoin circuit that `files` names for the
+/// registered proof `name`, in the daemon's Filecoin parameter cache.
+fn filecoin_params(
+    config: &DaemonConfig,
+    name: &str,
+    files: impl FnOnce(&str, &Path) -> cuzk_filecoin::Result<cuzk_filecoin::ParamFiles>,
+) -> Result<ParamsRef, Status> {
+    let dir = config.filecoin_params_dir();
+    let files = files(name, &dir).map_err(|e| Status::invalid_argument(e.to_string()))?;
+    // The path as Filecoin jobs name it (not canonicalized), so a preloaded
+    // set is the one their jobs find in the engine's cache.
+    let path = files
+        .existing_params()
+        .map_err(|e| Status::not_found(e.to_string()))?;
+    Ok(ParamsRef::File(path.to_owned()))
 }
 
 /// The canonical form of `path` if it names a file inside one of the
@@ -206,19 +250,7 @@ pub fn check(config: &DaemonConfig, req: &proto::ProveRequest) -> Result<Checked
             Some(seeded_randomness(*seed, partitions))
         }
         Some(proto::prove_request::Randomness::Explicit(e)) => {
-            if e.partitions.len() != partitions {
-                return Err(Status::invalid_argument(format!(
-                    "the request has {partitions} partitions but {} (r, s) pairs",
-                    e.partitions.len()
-                )));
-            }
-            let pairs = e
-                .partitions
-                .iter()
-                .enumerate()
-                .map(|(i, rs)| Ok((scalar(&rs.r, "r", i)?, scalar(&rs.s, "s", i)?)))
-                .collect::<Result<Vec<_>, Status>>()?;
-            Some(pairs)
+            Some(explicit_randomness(e, partitions)?)
         }
     };
     let params = resolve_params(config, req.params.as_ref())?;

@@ -8,9 +8,13 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::Daemon;
-use super::jobs::{Jobs, Tracked};
+use super::filecoin;
+use super::jobs::{JobKind, Jobs, Tracked};
 use super::request::{self, priority_to_proto, status_of};
 use crate::proto::{self, cuzk_server::Cuzk};
+
+/// The most spans a `Timeline` reply carries (the latest ones).
+pub const MAX_TIMELINE_SPANS: usize = 200_000;
 
 /// The service over one daemon.
 #[derive(Debug, Clone)]
@@ -18,7 +22,9 @@ pub struct Service(pub Arc<Daemon>);
 
 type UpdateStream = ReceiverStream<Result<proto::JobUpdate, Status>>;
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, Status> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Status> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Status::internal(format!("a daemon task failed: {e}")))
@@ -31,7 +37,8 @@ impl Service {
         s
     }
 
-    async fn submit(&self, req: proto::ProveRequest) -> Result<Arc<Tracked>, Status> {
+    /// Refuses new work while shutting down or at `max_jobs`.
+    pub fn admit(&self) -> Result<(), Status> {
         let daemon = &self.0;
         if daemon.draining() {
             return Err(self.refuse(Status::unavailable(
@@ -43,6 +50,15 @@ impl Service {
                 "the daemon already has {} unfinished jobs (max_jobs)",
                 daemon.config.max_jobs
             ))));
+        }
+        Ok(())
+    }
+
+    async fn submit(&self, req: proto::ProveRequest) -> Result<Arc<Tracked>, Status> {
+        let daemon = &self.0;
+        self.admit()?;
+        if let Some(fc) = req.filecoin.clone() {
+            return self.submit_filecoin(req, fc).await;
         }
         let checked = request::check(&daemon.config, &req).map_err(|s| self.refuse(s))?;
         let circuit = checked.spec.to_string();
@@ -65,7 +81,31 @@ impl Service {
         .await?
         .map_err(|e| self.refuse(status_of(&e)))?;
         tracing::info!(job = handle.id().0, %circuit, partitions, "job submitted");
-        Ok(Jobs::track(daemon, handle, circuit, partitions))
+        Ok(Jobs::track(
+            daemon,
+            handle,
+            circuit,
+            partitions,
+            JobKind::Builtin,
+        ))
+    }
+
+    /// A Filecoin request: parsed and checked, then its partitions built and
+    /// submitted, on blocking threads; its proof verified before the reply
+    /// unless the daemon is told not to.
+    async fn submit_filecoin(
+        &self,
+        req: proto::ProveRequest,
+        fc: proto::FilecoinProof,
+    ) -> Result<Arc<Tracked>, Status> {
+        let daemon = &self.0;
+        let config = daemon.config.clone();
+        let checked = blocking(move || filecoin::check(&config, &req, &fc))
+            .await?
+            .map_err(|s| self.refuse(s))?;
+        filecoin::submit_checked(daemon, checked)
+            .await
+            .map_err(|s| self.refuse(s))
     }
 }
 
@@ -87,9 +127,9 @@ impl Cuzk for Service {
     ) -> Result<Response<UpdateStream>, Status> {
         let id = req.into_inner().job_id;
         let t = self.0.jobs.get(id).ok_or_else(|| {
-            Status::not_found(format!(
+            self.refuse(Status::not_found(format!(
                 "no job {id}: never submitted, or its result was already delivered or expired"
-            ))
+            )))
         })?;
         Ok(Response::new(Jobs::stream(&self.0, t)))
     }
@@ -141,7 +181,7 @@ impl Cuzk for Service {
         req: Request<proto::ParamsRequest>,
     ) -> Result<Response<proto::ParamsReply>, Status> {
         if self.0.draining() {
-            return Err(Status::unavailable("the daemon is shutting down"));
+            return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
         }
         let params = request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
             .map_err(|s| self.refuse(s))?;
@@ -151,7 +191,7 @@ impl Cuzk for Service {
             engine.preload_params(&params).map(|()| (params, was))
         })
         .await?
-        .map_err(|e| status_of(&e))?;
+        .map_err(|e| self.refuse(status_of(&e)))?;
         Ok(Response::new(proto::ParamsReply {
             id: id.to_string(),
             was_resident: was,
@@ -169,7 +209,7 @@ impl Cuzk for Service {
             .0
             .engine
             .evict_params(&params)
-            .map_err(|e| status_of(&e))?;
+            .map_err(|e| self.refuse(status_of(&e)))?;
         Ok(Response::new(proto::ParamsReply {
             id: params.to_string(),
             was_resident: removed,
@@ -188,10 +228,15 @@ impl Cuzk for Service {
                 let run = daemon.jobs.run_jobs();
                 data.spans.retain(|s| run.contains(&s.job));
             }
+            // The latest spans only, so a reply stays within what a client
+            // takes (about 150 bytes of JSON a span).
+            let dropped = data.spans.len().saturating_sub(MAX_TIMELINE_SPANS);
+            data.spans.drain(..dropped);
             proto::TimelineReply {
                 chrome_trace_json: data.chrome_trace().to_string(),
                 summary_json: serde_json::to_string(&data.summary()).unwrap_or_default(),
                 spans: data.spans.len() as u64,
+                dropped_spans: dropped as u64,
             }
         })
         .await?;

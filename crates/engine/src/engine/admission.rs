@@ -134,12 +134,13 @@ pub(super) fn file_len(path: &std::path::Path) -> Result<u64> {
 }
 
 pub(super) fn load_params(shared: &Shared, path: &std::path::Path) -> Result<Parameters<Bls12>> {
-    cuzk_groth16_cuda::read_params(path, shared.config.params_subgroup_check).map_err(|source| {
-        EngineError::Params {
+    let params = cuzk_groth16_cuda::read_params(path, shared.config.params_subgroup_check)
+        .map_err(|source| EngineError::Params {
             id: path.display().to_string(),
             source,
-        }
-    })
+        })?;
+    Loads::count(&shared.loads.params);
+    Ok(params)
 }
 
 /// Charges `need` for the admission holder, waiting for room; yields to a
@@ -300,6 +301,7 @@ pub(super) fn try_admit(
     let pce = match source {
         PceSource::Cached(p) => p,
         PceSource::Recorded(pce) => {
+            Loads::count(&shared.loads.pce_recorded);
             let c = charge.split(pce_bytes, ChargeKind::Pce);
             if let Some(dir) = &shared.config.pce_cache_dir {
                 let path = dir.join(pce_file::file_name(&job.shape.0));
@@ -313,6 +315,8 @@ pub(super) fn try_admit(
         }
         PceSource::Disk(path, _) => match pce_file::read_pce(&path, &job.shape.0, Some(counts)) {
             Ok(pce) => {
+                Loads::count(&shared.loads.pce_from_disk);
+                tracing::info!(shape = %job.shape, path = %path.display(), "PCE read from disk");
                 let c = charge.split(pce_bytes, ChargeKind::Pce);
                 shared
                     .pces

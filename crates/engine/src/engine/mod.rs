@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -127,6 +128,22 @@ pub(crate) struct Shared {
     /// Cancelled at shutdown: wakes the dispatcher's permit wait.
     stop: CancelToken,
     scheduler: Scheduler,
+    loads: Loads,
+}
+
+/// How often the engine read a parameter file or got a PCE, since it
+/// started: what a cache that works keeps low.
+#[derive(Debug, Default)]
+pub(crate) struct Loads {
+    pub(crate) params: std::sync::atomic::AtomicU64,
+    pub(crate) pce_recorded: std::sync::atomic::AtomicU64,
+    pub(crate) pce_from_disk: std::sync::atomic::AtomicU64,
+}
+
+impl Loads {
+    pub(crate) fn count(counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Shared {
@@ -441,6 +458,7 @@ impl EngineBuilder {
             bound: DispatchBound::new(bound)?,
             stop: CancelToken::new(),
             scheduler,
+            loads: Loads::default(),
         });
         let mut engine = Engine {
             shared,
@@ -483,6 +501,13 @@ pub struct EngineStats {
     pub resident_params: usize,
     pub pinned: PoolStats,
     pub scheduler: SchedulerSnapshot,
+    /// Parameter files read since the engine started (each load of a set
+    /// that was not resident, preloads included).
+    pub params_loads: u64,
+    /// PCEs recorded from their circuit since the engine started.
+    pub pce_recorded: u64,
+    /// PCEs read from `pce_cache_dir` since the engine started.
+    pub pce_loaded_from_disk: u64,
 }
 
 /// The proving engine: see the crate documentation.
@@ -545,6 +570,9 @@ impl Engine {
             resident_params: self.shared.params.len(),
             pinned: self.shared.pool.stats(),
             scheduler: self.shared.scheduler.snapshot(),
+            params_loads: self.shared.loads.params.load(Ordering::Relaxed),
+            pce_recorded: self.shared.loads.pce_recorded.load(Ordering::Relaxed),
+            pce_loaded_from_disk: self.shared.loads.pce_from_disk.load(Ordering::Relaxed),
         }
     }
 

@@ -1,0 +1,730 @@
+//! Curio's client interface, `cuzk.v1.ProvingEngine`
+//! (`proto/curio/cuzk/v1/proving.proto`), served next to `cuzk.v1.Cuzk` on
+//! the same socket, so Curio's Go code (`lib/cuzk`) proves through this
+//! daemon unchanged.
+//!
+//! Each request is turned into the inputs cuzk's own Filecoin requests
+//! parse to, then checked, submitted, tracked and verified exactly as they
+//! are (`daemon::filecoin`):
+//!
+//! - PoRep C2: `vanilla_proof` is Curio's c1.json wrapper `{"SectorNum",
+//!   "Phase1Out", "SectorSize"}`, `Phase1Out` the base64 of the commit
+//!   phase 1 output's JSON (filecoin-proofs-api's or filecoin-proofs' form);
+//! - WindowPoSt (one partition) and WinningPoSt: one bincode
+//!   `FallbackPoStSectorProof` per sector, the prover id made from
+//!   `miner_id` ([`make_prover_id`]);
+//! - SnapDeals: one bincode `PartitionProof` per partition and the three
+//!   commitments.
+//!
+//! Registered proofs come as Filecoin's numbers ([`seal_proof_name`],
+//! [`post_proof_name`], [`update_proof_name`]). Job ids are the daemon's
+//! own, as decimal strings; a job is also found by its `request_id`.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use cuzk_engine::Priority;
+use cuzk_filecoin::post::{PostInput, PostRequest};
+use cuzk_filecoin::update::UpdateRequest;
+use cuzk_filecoin::{
+    C1Output, FilecoinError, PostKind, PostProof, SealProof, SectorSize, UpdateInput, UpdateProof,
+};
+use serde::Deserialize;
+use tonic::{Code, Request, Response, Status};
+
+use super::Daemon;
+use super::config::DaemonConfig;
+use super::filecoin::{self, Checked, Input, status_of_filecoin};
+use super::jobs::{Outcome, Tracked};
+use super::service::{Service, blocking};
+use crate::curio_proto as pb;
+use pb::await_proof_response::Status as AwaitStatus;
+use pb::proving_engine_server::ProvingEngine;
+
+/// The sector sizes of Filecoin's registered proof numbers, in order.
+const SIZES: [&str; 5] = ["2KiB", "8MiB", "512MiB", "32GiB", "64GiB"];
+
+/// The prover id of miner (actor) `miner_id`, as Filecoin derives it from
+/// the miner's ID address: the id's unsigned LEB128 bytes (the address's
+/// payload), then zeros up to 32 bytes.
+pub fn make_prover_id(miner_id: u64) -> [u8; 32] {
+    let mut id = [0u8; 32];
+    let mut rest = miner_id;
+    // A u64 takes at most 10 LEB128 bytes.
+    for byte in id.iter_mut() {
+        // The low 7 bits: truncation intended.
+        *byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+        if rest == 0 {
+            break;
+        }
+        *byte |= 0x80;
+    }
+    id
+}
+
+/// The name (`StackedDrg32GiBV1_1`) of RegisteredSealProof number `n`:
+/// 5 x version + size, versions V1, V1_1, V1_1 with synthetic PoRep and
+/// V1_2 non-interactive PoRep (0-19).
+pub fn seal_proof_name(n: u64) -> Option<String> {
+    const VERSIONS: [&str; 4] = [
+        "V1",
+        "V1_1",
+        "V1_1_Feat_SyntheticPoRep",
+        "V1_2_Feat_NonInteractivePoRep",
+    ];
+    let version = VERSIONS.get(usize::try_from(n / 5).ok()?)?;
+    Some(format!("StackedDrg{}{version}", SIZES[(n % 5) as usize]))
+}
+
+/// The name of RegisteredPoStProof number `n` as proved: 0-4 WinningPoSt
+/// V1, 5-9 WindowPoSt V1, 10-14 WindowPoSt V1_1 of Go and the FFI, which
+/// is filecoin-proofs-api's `V1_2` (API version 1.2.0, the grinding fix).
+pub fn post_proof_name(n: u64) -> Option<String> {
+    let (kind, version) = match n / 5 {
+        0 => ("Winning", "V1"),
+        1 => ("Window", "V1"),
+        2 => ("Window", "V1_2"),
+        _ => return None,
+    };
+    Some(format!(
+        "StackedDrg{kind}{}{version}",
+        SIZES[(n % 5) as usize]
+    ))
+}
+
+/// The name of RegisteredUpdateProof number `n` (0-4): `StackedDrg2KiBV1`
+/// and so on.
+pub fn update_proof_name(n: u64) -> Option<String> {
+    (n < 5).then(|| format!("StackedDrg{}V1", SIZES[n as usize]))
+}
+
+/// One request id the service has seen: a digest of what it asked for and
+/// the job made for it.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    digest: u64,
+    job: u64,
+}
+
+/// `cuzk.v1.ProvingEngine` over one daemon.
+#[derive(Debug)]
+pub struct CurioService {
+    daemon: Arc<Daemon>,
+    /// request_id -> its job, while the daemon still tracks the job.
+    requests: Mutex<HashMap<String, Seen>>,
+}
+
+fn invalid(message: String) -> Status {
+    Status::invalid_argument(message)
+}
+
+fn bad(e: FilecoinError) -> Status {
+    status_of_filecoin(&e)
+}
+
+/// A digest of everything a request asks to be proved (not its priority):
+/// a repeated request id reaches its earlier job only with the same one.
+fn digest(r: &pb::SubmitProofRequest) -> u64 {
+    let mut h = DefaultHasher::new();
+    (
+        r.proof_kind,
+        r.sector_size,
+        r.registered_proof,
+        &r.vanilla_proof,
+        &r.vanilla_proofs,
+        r.sector_number,
+        r.miner_id,
+        &r.randomness,
+        r.partition_index,
+        &r.comm_r_old,
+        &r.comm_r_new,
+        &r.comm_d_new,
+    )
+        .hash(&mut h);
+    h.finish()
+}
+
+fn priority(p: i32) -> Result<Option<Priority>, Status> {
+    match pb::Priority::try_from(p) {
+        Ok(pb::Priority::Unspecified) => Ok(None),
+        Ok(pb::Priority::Low) => Ok(Some(Priority::Low)),
+        Ok(pb::Priority::Normal) => Ok(Some(Priority::Normal)),
+        Ok(pb::Priority::High) => Ok(Some(Priority::High)),
+        Ok(pb::Priority::Critical) => Ok(Some(Priority::Critical)),
+        Err(_) => Err(invalid(format!(
+            "priority {p} is not a Priority (0 unspecified, 1 LOW ... 4 CRITICAL)"
+        ))),
+    }
+}
+
+fn check_sector_size(given: u64, size: SectorSize, name: &str) -> Result<(), Status> {
+    if given != 0 && given != size.bytes() {
+        return Err(invalid(format!(
+            "sector_size is {given} but registered proof {name} is for {size} ({} bytes) sectors",
+            size.bytes()
+        )));
+    }
+    Ok(())
+}
+
+fn bytes32(what: &str, b: &[u8]) -> Result<[u8; 32], Status> {
+    b.try_into()
+        .map_err(|_| invalid(format!("{what} must be 32 bytes, not {}", b.len())))
+}
+
+/// The vanilla proofs as cuzk's requests take bincode ones: base64 strings.
+fn base64_list(proofs: &[Vec<u8>]) -> serde_json::Value {
+    serde_json::Value::Array(
+        proofs
+            .iter()
+            .map(|p| serde_json::Value::String(STANDARD.encode(p)))
+            .collect(),
+    )
+}
+
+fn request_json<T: serde::Serialize>(request: &T) -> Result<Vec<u8>, Status> {
+    serde_json::to_vec(request)
+        .map_err(|e| Status::internal(format!("writing the request as JSON: {e}")))
+}
+
+/// Curio's c1.json: the commit phase 1 output (JSON) in base64, with the
+/// sector's number and size.
+#[derive(Debug, Deserialize)]
+struct C1Wrapper {
+    #[serde(rename = "SectorNum")]
+    sector_num: u64,
+    #[serde(rename = "Phase1Out")]
+    phase1_out: String,
+    #[serde(rename = "SectorSize")]
+    sector_size: u64,
+}
+
+fn porep_input(req: &pb::SubmitProofRequest) -> Result<C1Output, Status> {
+    let n = req.registered_proof;
+    let name = seal_proof_name(n).ok_or_else(|| {
+        invalid(format!(
+            "registered_proof {n} is not a RegisteredSealProof (0-19) this daemon knows"
+        ))
+    })?;
+    let proof: SealProof = name.parse().map_err(bad)?;
+    let size = proof.sector_size;
+    check_sector_size(req.sector_size, size, &name)?;
+    if req.vanilla_proof.is_empty() {
+        return Err(invalid(
+            "vanilla_proof is empty: a PoRep C2 takes Curio's c1.json wrapper there".into(),
+        ));
+    }
+    let wrapper: C1Wrapper = serde_json::from_slice(&req.vanilla_proof).map_err(|e| {
+        invalid(format!(
+            "vanilla_proof is not Curio's c1.json wrapper {{\"SectorNum\", \"Phase1Out\", \
+             \"SectorSize\"}} ({} bytes): {e}",
+            req.vanilla_proof.len()
+        ))
+    })?;
+    if wrapper.sector_size != size.bytes() {
+        return Err(invalid(format!(
+            "the c1.json wrapper's SectorSize is {} but registered proof {n} ({name}) is for \
+             {size} ({} bytes) sectors",
+            wrapper.sector_size,
+            size.bytes()
+        )));
+    }
+    if wrapper.sector_num != req.sector_number {
+        return Err(invalid(format!(
+            "the c1.json wrapper is for sector {} but sector_number is {}",
+            wrapper.sector_num, req.sector_number
+        )));
+    }
+    let c1 = STANDARD
+        .decode(wrapper.phase1_out.as_bytes())
+        .map_err(|e| {
+            invalid(format!(
+                "the c1.json wrapper's Phase1Out is not base64: {e}"
+            ))
+        })?;
+    C1Output::from_json(&c1, Some(proof)).map_err(bad)
+}
+
+fn post_input(req: &pb::SubmitProofRequest, kind: PostKind) -> Result<PostInput, Status> {
+    let n = req.registered_proof;
+    let name = post_proof_name(n).ok_or_else(|| {
+        invalid(format!(
+            "registered_proof {n} is not a RegisteredPoStProof (0-14) this daemon knows"
+        ))
+    })?;
+    let proof: PostProof = name.parse().map_err(bad)?;
+    if proof.kind != kind {
+        return Err(invalid(format!(
+            "registered_proof {n} is {name}, not a {kind:?}PoSt proof"
+        )));
+    }
+    check_sector_size(req.sector_size, proof.sector_size, &name)?;
+    // Before API version 1.2 a WindowPoSt challenge depends on the sector's
+    // position in the whole deadline, which one partition's request lacks.
+    if kind == PostKind::Window && req.partition_index > 0 && !name.ends_with("V1_2") {
+        return Err(invalid(format!(
+            "{name} (registered_proof {n}) partitions other than the first are not proved here \
+             (partition_index {}); use the V1_1 proof type ({})",
+            req.partition_index,
+            n + 5
+        )));
+    }
+    if req.vanilla_proofs.is_empty() {
+        return Err(invalid(
+            "vanilla_proofs is empty: a PoSt takes one bincode FallbackPoStSectorProof per sector"
+                .into(),
+        ));
+    }
+    let request = PostRequest {
+        registered_proof: name,
+        randomness: bytes32("randomness", &req.randomness)?,
+        prover_id: make_prover_id(req.miner_id),
+        vanilla_proofs: base64_list(&req.vanilla_proofs),
+    };
+    PostInput::from_json(&request_json(&request)?, Some(kind)).map_err(bad)
+}
+
+fn snap_input(req: &pb::SubmitProofRequest) -> Result<UpdateInput, Status> {
+    let n = req.registered_proof;
+    let name = update_proof_name(n).ok_or_else(|| {
+        invalid(format!(
+            "registered_proof {n} is not a RegisteredUpdateProof (0-4) this daemon knows"
+        ))
+    })?;
+    let proof: UpdateProof = name.parse().map_err(bad)?;
+    check_sector_size(req.sector_size, proof.sector_size(), &name)?;
+    if req.vanilla_proofs.is_empty() {
+        return Err(invalid(
+            "vanilla_proofs is empty: SnapDeals takes one bincode PartitionProof per partition"
+                .into(),
+        ));
+    }
+    let request = UpdateRequest {
+        registered_proof: name,
+        comm_r_old: bytes32("comm_r_old", &req.comm_r_old)?,
+        comm_r_new: bytes32("comm_r_new", &req.comm_r_new)?,
+        comm_d_new: bytes32("comm_d_new", &req.comm_d_new)?,
+        vanilla_proofs: base64_list(&req.vanilla_proofs),
+    };
+    UpdateInput::from_json(&request_json(&request)?).map_err(bad)
+}
+
+/// Parses and checks a request (blocking: the inputs are large and their
+/// vanilla proofs are checked).
+pub fn check(config: &DaemonConfig, req: &pb::SubmitProofRequest) -> Result<Checked, Status> {
+    let priority = priority(req.priority)?;
+    let kind = pb::ProofKind::try_from(req.proof_kind).unwrap_or(pb::ProofKind::Unspecified);
+    let input = match kind {
+        pb::ProofKind::Unspecified => {
+            return Err(invalid(format!(
+                "proof_kind {} is not one of POREP_SEAL_COMMIT (1), SNAP_DEALS_UPDATE (2), \
+                 WINDOW_POST_PARTITION (3), WINNING_POST (4)",
+                req.proof_kind
+            )));
+        }
+        pb::ProofKind::PorepSealCommit => Input::PorepC2(porep_input(req)?),
+        pb::ProofKind::SnapDealsUpdate => Input::SnapDeals(snap_input(req)?),
+        pb::ProofKind::WindowPostPartition => Input::Post(post_input(req, PostKind::Window)?),
+        pb::ProofKind::WinningPost => Input::Post(post_input(req, PostKind::Winning)?),
+    };
+    let checked = Checked::new(config, input, priority)?;
+    if kind == pb::ProofKind::WindowPostPartition && checked.partitions != 1 {
+        return Err(invalid(format!(
+            "the {} vanilla proofs make {} WindowPoSt partitions; WINDOW_POST_PARTITION proves \
+             one: send one partition's sectors per request",
+            req.vanilla_proofs.len(),
+            checked.partitions
+        )));
+    }
+    Ok(checked)
+}
+
+/// The reply to an await: the outcome, or `None` when the wait ended first.
+fn await_reply(job_id: String, outcome: Option<Outcome>) -> pb::AwaitProofResponse {
+    let mut r = pb::AwaitProofResponse {
+        job_id,
+        ..pb::AwaitProofResponse::default()
+    };
+    let status = match outcome {
+        None => AwaitStatus::Timeout,
+        Some(Ok(p)) => {
+            r.total_ms = (p.seconds * 1000.0).round() as u64;
+            // A built-in circuit's job (from cuzk.v1.Cuzk) has partition
+            // proofs only.
+            r.proof = if p.proof.is_empty() {
+                p.proofs.concat()
+            } else {
+                p.proof
+            };
+            AwaitStatus::Completed
+        }
+        Some(Err(s)) => {
+            r.error_message = s.message().to_owned();
+            if s.code() == Code::Cancelled {
+                AwaitStatus::Cancelled
+            } else {
+                AwaitStatus::Failed
+            }
+        }
+    };
+    r.status = status as i32;
+    r
+}
+
+/// Jobs ended as done and as failed, from the daemon's `cuzk_jobs_total`.
+fn job_totals(metrics: &str) -> (u64, u64) {
+    let (mut done, mut failed) = (0u64, 0u64);
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("cuzk_jobs_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let Ok(v) = value.trim().parse::<f64>() else {
+            continue;
+        };
+        // Counters: whole, non-negative numbers.
+        let v = v as u64;
+        if labels.contains("outcome=\"done\"") {
+            done += v;
+        } else if labels.contains("outcome=\"failed\"") {
+            failed += v;
+        }
+    }
+    (done, failed)
+}
+
+/// Curio's name of a job's kind, from its circuit label
+/// (`porep-c2:StackedDrg2KiBV1_1`); built-in circuits by their family.
+fn kind_name(circuit: &str) -> String {
+    match circuit.split(':').next().unwrap_or(circuit) {
+        "snap-deals" => "snap-update".into(),
+        other => other.into(),
+    }
+}
+
+impl CurioService {
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        CurioService {
+            daemon,
+            requests: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn requests(&self) -> MutexGuard<'_, HashMap<String, Seen>> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a refusal before passing it on.
+    fn refuse(&self, s: Status) -> Status {
+        self.daemon.metrics.rejected(s.code());
+        s
+    }
+
+    /// The job `id` names: the daemon's job number, or a request id.
+    fn find(&self, id: &str) -> Option<Arc<Tracked>> {
+        if let Ok(n) = id.trim().parse::<u64>()
+            && let Some(t) = self.daemon.jobs.get(n)
+        {
+            return Some(t);
+        }
+        let job = self.requests().get(id).map(|s| s.job)?;
+        self.daemon.jobs.get(job)
+    }
+
+    fn not_found(id: &str) -> Status {
+        Status::not_found(format!(
+            "no job {id:?}: never submitted here, or its outcome expired (result_ttl_s)"
+        ))
+    }
+
+    /// The job an earlier request with this id and digest made, while it
+    /// runs or once it has its proof; a failed or cancelled one is proved
+    /// again.
+    async fn earlier(&self, request_id: &str, digest: u64) -> Option<Arc<Tracked>> {
+        let job = {
+            let requests = self.requests();
+            let seen = requests.get(request_id)?;
+            if seen.digest != digest {
+                return None;
+            }
+            seen.job
+        };
+        let t = self.daemon.jobs.get(job)?;
+        if !t.ended() {
+            return Some(t);
+        }
+        match t.outcome(Some(Duration::ZERO)).await {
+            Some(Ok(_)) => Some(t),
+            _ => None,
+        }
+    }
+
+    async fn submit(&self, req: pb::SubmitProofRequest) -> Result<Arc<Tracked>, Status> {
+        let daemon = &self.daemon;
+        let req = Arc::new(req);
+        let request_id = req.request_id.clone();
+        let digest = if request_id.is_empty() {
+            None
+        } else {
+            let r = Arc::clone(&req);
+            let d = blocking(move || digest(&r)).await?;
+            if let Some(t) = self.earlier(&request_id, d).await {
+                tracing::info!(job = t.id, %request_id, "Curio request repeated: its job already exists");
+                return Ok(t);
+            }
+            Some(d)
+        };
+        Service(Arc::clone(daemon)).admit()?;
+        let config = daemon.config.clone();
+        let r = Arc::clone(&req);
+        let checked = blocking(move || check(&config, &r))
+            .await?
+            .map_err(|s| self.refuse(s))?;
+        let t = filecoin::submit_checked(daemon, checked)
+            .await
+            .map_err(|s| self.refuse(s))?;
+        tracing::info!(job = t.id, %request_id, miner = req.miner_id, "Curio request submitted");
+        if let Some(digest) = digest {
+            let mut requests = self.requests();
+            requests.retain(|_, s| daemon.jobs.get(s.job).is_some());
+            requests.insert(request_id, Seen { digest, job: t.id });
+        }
+        Ok(t)
+    }
+}
+
+#[tonic::async_trait]
+impl ProvingEngine for CurioService {
+    async fn submit_proof(
+        &self,
+        req: Request<pb::SubmitProofRequest>,
+    ) -> Result<Response<pb::SubmitProofResponse>, Status> {
+        let t = self.submit(req.into_inner()).await?;
+        let ahead = self
+            .daemon
+            .jobs
+            .all()
+            .iter()
+            .filter(|j| j.id < t.id && !j.ended())
+            .count();
+        Ok(Response::new(pb::SubmitProofResponse {
+            job_id: t.id.to_string(),
+            queue_position: u32::try_from(ahead).unwrap_or(u32::MAX),
+            assigned_gpu: String::new(),
+        }))
+    }
+
+    async fn await_proof(
+        &self,
+        req: Request<pb::AwaitProofRequest>,
+    ) -> Result<Response<pb::AwaitProofResponse>, Status> {
+        let req = req.into_inner();
+        let t = self
+            .find(&req.job_id)
+            .ok_or_else(|| Self::not_found(&req.job_id))?;
+        let timeout = (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms));
+        let outcome = t.outcome(timeout).await;
+        Ok(Response::new(await_reply(t.id.to_string(), outcome)))
+    }
+
+    async fn prove(
+        &self,
+        req: Request<pb::ProveRequest>,
+    ) -> Result<Response<pb::ProveResponse>, Status> {
+        let submit = req.into_inner().submit.ok_or_else(|| {
+            self.refuse(invalid(
+                "ProveRequest has no `submit`: the request to prove".into(),
+            ))
+        })?;
+        let t = self.submit(submit).await?;
+        // Should the caller go away, the job goes on: a repeat of the
+        // request (same request_id) finds it.
+        let outcome = t.outcome(None).await;
+        Ok(Response::new(pb::ProveResponse {
+            result: Some(await_reply(t.id.to_string(), outcome)),
+        }))
+    }
+
+    async fn cancel_proof(
+        &self,
+        req: Request<pb::CancelProofRequest>,
+    ) -> Result<Response<pb::CancelProofResponse>, Status> {
+        let was_running = match self.find(&req.get_ref().job_id) {
+            Some(t) => {
+                let running = !t.ended();
+                t.cancel();
+                running
+            }
+            None => false,
+        };
+        Ok(Response::new(pb::CancelProofResponse { was_running }))
+    }
+
+    async fn get_status(
+        &self,
+        _: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let daemon = Arc::clone(&self.daemon);
+        let (s, metrics) =
+            blocking(move || (daemon.status(), daemon.metrics.render(&daemon.engine))).await?;
+        let (done, failed) = job_totals(&metrics);
+        let mut queues: Vec<pb::QueueStatus> = Vec::new();
+        for j in &s.jobs {
+            let kind = kind_name(&j.circuit);
+            let i = match queues.iter().position(|q| q.proof_kind == kind) {
+                Some(i) => i,
+                None => {
+                    queues.push(pb::QueueStatus {
+                        proof_kind: kind,
+                        ..pb::QueueStatus::default()
+                    });
+                    queues.len() - 1
+                }
+            };
+            match j.state.as_str() {
+                "waiting" => queues[i].pending += 1,
+                "running" => queues[i].in_progress += 1,
+                _ => {}
+            }
+        }
+        let backend = s.backend.clone();
+        // The CPU backend's one pseudo-device is not a GPU.
+        let devices = if backend == "cuda" {
+            s.devices.as_slice()
+        } else {
+            &[]
+        };
+        Ok(Response::new(pb::GetStatusResponse {
+            gpus: devices
+                .iter()
+                .map(|d| pb::GpuStatus {
+                    ordinal: u32::try_from(d.ordinal).unwrap_or(u32::MAX),
+                    name: format!("{backend} device {}", d.ordinal),
+                    vram_total_bytes: d.capacity_bytes,
+                    vram_free_bytes: d.capacity_bytes.saturating_sub(d.reserved_bytes),
+                    ..pb::GpuStatus::default()
+                })
+                .collect(),
+            loaded_srs: s
+                .params
+                .iter()
+                .map(|p| pb::SrsStatus {
+                    circuit_id: p.id.clone(),
+                    tier: pb::srs_status::Tier::Hot as i32,
+                    size_bytes: p.bytes,
+                    ref_count: p.users,
+                })
+                .collect(),
+            queues,
+            total_proofs_completed: done,
+            total_proofs_failed: failed,
+            uptime_seconds: s.uptime_seconds as u64,
+            pinned_memory_bytes: s.pinned.map_or(0, |p| p.bytes_held),
+            pinned_memory_limit_bytes: 0,
+        }))
+    }
+
+    async fn get_metrics(
+        &self,
+        _: Request<pb::GetMetricsRequest>,
+    ) -> Result<Response<pb::GetMetricsResponse>, Status> {
+        let daemon = Arc::clone(&self.daemon);
+        let prometheus_text = blocking(move || daemon.metrics.render(&daemon.engine)).await?;
+        Ok(Response::new(pb::GetMetricsResponse { prometheus_text }))
+    }
+
+    async fn preload_srs(
+        &self,
+        req: Request<pb::PreloadSrsRequest>,
+    ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
+        if self.daemon.draining() {
+            return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
+        }
+        let params = srs_params(&self.daemon.config, &req.get_ref().circuit_id)
+            .map_err(|s| self.refuse(s))?;
+        let engine = Arc::clone(&self.daemon.engine);
+        let (already_loaded, took) = blocking(move || {
+            let was = engine.has_params(&params);
+            let start = std::time::Instant::now();
+            engine
+                .preload_params(&params)
+                .map(|()| (was, start.elapsed()))
+        })
+        .await?
+        .map_err(|e| self.refuse(super::request::status_of(&e)))?;
+        Ok(Response::new(pb::PreloadSrsResponse {
+            already_loaded,
+            load_time_ms: took.as_millis() as u64,
+        }))
+    }
+
+    async fn evict_srs(
+        &self,
+        req: Request<pb::EvictSrsRequest>,
+    ) -> Result<Response<pb::EvictSrsResponse>, Status> {
+        let params = srs_params(&self.daemon.config, &req.get_ref().circuit_id)
+            .map_err(|s| self.refuse(s))?;
+        let id = params.to_string();
+        let bytes = self
+            .daemon
+            .engine
+            .status()
+            .params
+            .iter()
+            .find(|r| r.id == id)
+            .map_or(0, |r| r.bytes);
+        let was_loaded = self
+            .daemon
+            .engine
+            .evict_params(&params)
+            .map_err(|e| self.refuse(super::request::status_of(&e)))?;
+        Ok(Response::new(pb::EvictSrsResponse {
+            was_loaded,
+            freed_bytes: if was_loaded { bytes } else { 0 },
+        }))
+    }
+}
+
+/// Curio's circuit id (`porep-32g`, `wpost-32g`, `winning-32g`, `snap-32g`;
+/// sizes `2k`, `8m`, `512m`, `32g`, `64g`) as the parameter file of that
+/// circuit in the daemon's Filecoin parameter cache: PoRep as
+/// StackedDrg<size>V1_1, WindowPoSt as StackedDrgWindow<size>V1_1,
+/// WinningPoSt as StackedDrgWinning<size>V1, SnapDeals as StackedDrg<size>V1.
+pub fn srs_params(config: &DaemonConfig, id: &str) -> Result<cuzk_engine::ParamsRef, Status> {
+    use crate::proto::params_spec::Source;
+    let unknown = || {
+        invalid(format!(
+            "unknown circuit id {id:?}: expected porep-, wpost-, winning- or snap- followed by \
+             2k, 8m, 512m, 32g or 64g (e.g. porep-32g)"
+        ))
+    };
+    let (kind, size) = id.split_once('-').ok_or_else(unknown)?;
+    let size = match size.to_ascii_lowercase().as_str() {
+        "2k" | "2kib" => "2KiB",
+        "8m" | "8mib" => "8MiB",
+        "512m" | "512mib" => "512MiB",
+        "32g" | "32gib" => "32GiB",
+        "64g" | "64gib" => "64GiB",
+        _ => return Err(unknown()),
+    };
+    let source = match kind.to_ascii_lowercase().as_str() {
+        "porep" => Source::SealProof(format!("StackedDrg{size}V1_1")),
+        "wpost" => Source::PostProof(format!("StackedDrgWindow{size}V1_1")),
+        "winning" => Source::PostProof(format!("StackedDrgWinning{size}V1")),
+        "snap" => Source::UpdateProof(format!("StackedDrg{size}V1")),
+        _ => return Err(unknown()),
+    };
+    super::request::resolve_params(
+        config,
+        Some(&crate::proto::ParamsSpec {
+            source: Some(source),
+        }),
+    )
+}
