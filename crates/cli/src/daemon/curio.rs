@@ -481,7 +481,7 @@ impl CurioService {
             }
             Some(d)
         };
-        Service(Arc::clone(daemon)).admit()?;
+        let _admitted = Service(Arc::clone(daemon)).admit()?;
         let config = daemon.config.clone();
         let r = Arc::clone(&req);
         let checked = blocking(move || check(&config, &r))

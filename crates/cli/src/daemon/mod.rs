@@ -51,6 +51,10 @@ pub struct Daemon {
     stop: watch::Sender<Option<Stop>>,
     /// Woken whenever a job ends.
     changed: Notify,
+    /// Requests admitted and not yet tracked as jobs (or refused): counted
+    /// with the unfinished jobs against `max_jobs`, so requests arriving
+    /// together cannot all pass the check.
+    submitting: std::sync::atomic::AtomicUsize,
 }
 
 impl Daemon {
@@ -182,6 +186,7 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
         started: Instant::now(),
         stop,
         changed: Notify::new(),
+        submitting: std::sync::atomic::AtomicUsize::new(0),
     });
     for p in &daemon.config.preload {
         let spec = crate::proto::ParamsSpec {

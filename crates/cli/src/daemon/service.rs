@@ -2,6 +2,7 @@
 //! the job registry. Blocking engine calls run on tokio's blocking threads.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use cuzk_engine::{ParamsRef, ProofRequest, ShapeId};
 use tokio_stream::wrappers::ReceiverStream;
@@ -15,6 +16,17 @@ use crate::proto::{self, cuzk_server::Cuzk};
 
 /// The most spans a `Timeline` reply carries (the latest ones).
 pub const MAX_TIMELINE_SPANS: usize = 200_000;
+
+/// A request's place among the daemon's `max_jobs` until its job is
+/// tracked: dropping it gives the place back.
+#[derive(Debug)]
+pub struct Admitted(Arc<Daemon>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.submitting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// The service over one daemon.
 #[derive(Debug, Clone)]
@@ -37,26 +49,31 @@ impl Service {
         s
     }
 
-    /// Refuses new work while shutting down or at `max_jobs`.
-    pub fn admit(&self) -> Result<(), Status> {
+    /// Refuses new work while shutting down or at `max_jobs`; otherwise a
+    /// place among the `max_jobs`, held until the job is tracked (or the
+    /// request refused) and the guard dropped.
+    pub fn admit(&self) -> Result<Admitted, Status> {
         let daemon = &self.0;
         if daemon.draining() {
             return Err(self.refuse(Status::unavailable(
                 "the daemon is shutting down: no more requests are accepted",
             )));
         }
-        if daemon.jobs.unfinished() >= daemon.config.max_jobs {
+        let admitted = Admitted(Arc::clone(daemon));
+        let before = daemon.submitting.fetch_add(1, Ordering::SeqCst);
+        if daemon.jobs.unfinished() + before >= daemon.config.max_jobs {
+            drop(admitted);
             return Err(self.refuse(Status::resource_exhausted(format!(
                 "the daemon already has {} unfinished jobs (max_jobs)",
                 daemon.config.max_jobs
             ))));
         }
-        Ok(())
+        Ok(admitted)
     }
 
     async fn submit(&self, req: proto::ProveRequest) -> Result<Arc<Tracked>, Status> {
         let daemon = &self.0;
-        self.admit()?;
+        let _admitted = self.admit()?;
         if let Some(fc) = req.filecoin.clone() {
             return self.submit_filecoin(req, fc).await;
         }
