@@ -59,6 +59,15 @@ async fn prove(c: &mut Client, req: proto::ProveRequest) -> Result<Vec<u8>, toni
     Ok(done.proof)
 }
 
+/// The daemon's Prometheus text.
+async fn metrics(c: &mut Client) -> String {
+    c.metrics(proto::MetricsRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .text
+}
+
 fn porep_c2(c1: &[u8], registered: &str) -> Kind {
     Kind::PorepC2(proto::PoRepC2 {
         c1_json: c1.to_vec(),
@@ -267,12 +276,7 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or_else(|| panic!("no {key} in the metrics:\n{text}"))
     };
-    let text = c
-        .metrics(proto::MetricsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .text;
+    let text = metrics(&mut c).await;
     assert_eq!(loads(&text, "params"), 3, "each parameter file read once");
     assert_eq!(loads(&text, "pce_recorded"), 3, "each PCE recorded once");
     assert_eq!(loads(&text, "pce_disk"), 0);
@@ -331,12 +335,7 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
         .await
         .unwrap();
     assert!(verify_window(&bytes));
-    let text = c
-        .metrics(proto::MetricsRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .text;
+    let text = metrics(&mut c).await;
     assert_eq!(loads(&text, "pce_disk"), 1, "the PCE read from disk");
     assert_eq!(loads(&text, "pce_recorded"), 0, "nothing recorded again");
     common::stop_daemon(running).await;

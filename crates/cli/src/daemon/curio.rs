@@ -644,21 +644,11 @@ impl ProvingEngine for CurioService {
         &self,
         req: Request<pb::PreloadSrsRequest>,
     ) -> Result<Response<pb::PreloadSrsResponse>, Status> {
-        if self.daemon.draining() {
-            return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
-        }
         let params = srs_params(&self.daemon.config, &req.get_ref().circuit_id)
             .map_err(|s| self.refuse(s))?;
-        let engine = Arc::clone(&self.daemon.engine);
-        let (already_loaded, took) = blocking(move || {
-            let was = engine.has_params(&params);
-            let start = std::time::Instant::now();
-            engine
-                .preload_params(&params)
-                .map(|()| (was, start.elapsed()))
-        })
-        .await?
-        .map_err(|e| self.refuse(super::request::status_of(&e)))?;
+        let (already_loaded, took) = Service(Arc::clone(&self.daemon))
+            .preload_params(params)
+            .await?;
         Ok(Response::new(pb::PreloadSrsResponse {
             already_loaded,
             load_time_ms: took.as_millis() as u64,

@@ -71,6 +71,27 @@ impl Service {
         Ok(admitted)
     }
 
+    /// Loads a parameter set now (refused while shutting down): whether it
+    /// was resident already, and how long the load took.
+    pub async fn preload_params(
+        &self,
+        params: ParamsRef,
+    ) -> Result<(bool, std::time::Duration), Status> {
+        if self.0.draining() {
+            return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
+        }
+        let engine = Arc::clone(&self.0.engine);
+        blocking(move || {
+            let was = engine.has_params(&params);
+            let start = std::time::Instant::now();
+            engine
+                .preload_params(&params)
+                .map(|()| (was, start.elapsed()))
+        })
+        .await?
+        .map_err(|e| self.refuse(status_of(&e)))
+    }
+
     async fn submit(&self, req: proto::ProveRequest) -> Result<Arc<Tracked>, Status> {
         let daemon = &self.0;
         let _admitted = self.admit()?;
@@ -197,20 +218,11 @@ impl Cuzk for Service {
         &self,
         req: Request<proto::ParamsRequest>,
     ) -> Result<Response<proto::ParamsReply>, Status> {
-        if self.0.draining() {
-            return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
-        }
         let params = request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
             .map_err(|s| self.refuse(s))?;
-        let engine = Arc::clone(&self.0.engine);
-        let (id, was) = blocking(move || {
-            let was = engine.has_params(&params);
-            engine.preload_params(&params).map(|()| (params, was))
-        })
-        .await?
-        .map_err(|e| self.refuse(status_of(&e)))?;
+        let (was, _) = self.preload_params(params.clone()).await?;
         Ok(Response::new(proto::ParamsReply {
-            id: id.to_string(),
+            id: params.to_string(),
             was_resident: was,
         }))
     }
