@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Parameters, Proof, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
 use clap::{Parser, Subcommand};
-use cuzk_groth16_cuda::{Bls12, CpuProver, GpuProver, Prover};
+use cuzk_groth16_cuda::{Bls12, Prover};
 use cuzk_synth::circuits::CircuitSpec;
 use cuzk_synth::{Pce, Witness};
 use ff::Field;
@@ -151,19 +151,20 @@ enum Backend {
     Cpu,
 }
 
-fn make_prover(backend: Backend) -> Result<Box<dyn Prover>> {
-    Ok(match backend {
-        Backend::Cpu => Box::new(CpuProver),
-        Backend::Gpu => Box::new(
-            GpuProver::new(0).context("--backend gpu needs a CUDA device; use --backend cpu")?,
-        ),
-        Backend::Auto => match GpuProver::new(0) {
-            Ok(gpu) => Box::new(gpu),
-            Err(e) => {
-                tracing::info!("no usable GPU ({e}); proving on the CPU");
-                Box::new(CpuProver)
-            }
+/// The prover of `backend`, chosen by the engine as an engine with that
+/// backend chooses it.
+fn make_prover(backend: Backend) -> Result<std::sync::Arc<dyn Prover>> {
+    let config = cuzk_engine::EngineConfig {
+        backend: match backend {
+            Backend::Auto => cuzk_engine::Backend::Auto,
+            Backend::Gpu => cuzk_engine::Backend::Gpu,
+            Backend::Cpu => cuzk_engine::Backend::Cpu,
         },
+        ..cuzk_engine::EngineConfig::default()
+    };
+    cuzk_engine::open_prover(&config).map_err(|e| match backend {
+        Backend::Gpu => anyhow::anyhow!("{e}; use --backend cpu"),
+        _ => e.into(),
     })
 }
 

@@ -155,6 +155,54 @@ fn a_high_job_submitted_during_a_long_normal_job_finishes_first() {
 }
 
 #[test]
+fn an_open_parameter_file_is_read_from_its_handle_not_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "porep:9";
+    let params = params(spec);
+    let good = params_file(dir.path(), spec);
+    let path = dir.path().join("swapped.params");
+    std::fs::copy(&good, &path).unwrap();
+    let opened = || std::fs::File::open(&path).unwrap();
+    let (for_job, for_preload) = (opened(), opened());
+    // The name now holds something else (another file in its place); the
+    // handles still hold the file that was opened.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, b"not a parameter file").unwrap();
+    let key = ParamsRef::File(path.clone());
+    let (r, s) = (Scalar::from(3u64), Scalar::from(5u64));
+    let request = || {
+        ProofRequest::new(spec, key.clone(), vec![builtin(spec, 2)]).with_randomness(vec![(r, s)])
+    };
+
+    // By path: the bytes there now, refused.
+    let engine = engine(512 * MIB);
+    let err = engine
+        .submit(request())
+        .unwrap()
+        .wait_blocking()
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Params { .. }), "{err:?}");
+    // By the handle: the file that was opened, proving as bellperson does.
+    let proofs = engine
+        .submit(request().with_params_file(for_job))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    let theirs = create_proof(builtin(spec, 2), &*params, r, s).unwrap();
+    assert_eq!(bytes(&proofs[0]), bytes(&theirs));
+    assert_eq!(engine.stats().resident_params, 1);
+
+    // Preloading from a handle, in a fresh engine.
+    let engine = common::engine(512 * MIB);
+    let err = engine.preload_params(&key).unwrap_err();
+    assert!(matches!(err, EngineError::Params { .. }), "{err:?}");
+    engine.preload_params_from(&key, for_preload).unwrap();
+    assert!(engine.has_params(&key));
+    let proofs = engine.submit(request()).unwrap().wait_blocking().unwrap();
+    assert_eq!(bytes(&proofs[0]), bytes(&theirs));
+}
+
+#[test]
 fn cancelling_a_job_gives_back_its_memory_and_permits() {
     let dir = tempfile::tempdir().unwrap();
     let path = ParamsRef::File(params_file(dir.path(), "porep:10"));
@@ -306,6 +354,8 @@ fn impossible_requests_are_refused_with_their_numbers() {
         gpus: has_gpu.then(|| vec![4096]),
         ..config(MIB)
     };
+    // The one-shot commands' prover is chosen the same way.
+    let one_shot = cuzk_engine::open_prover(&gpu).err();
     let err = cuzk_engine::Engine::new(gpu).unwrap_err();
     let text = err.to_string();
     assert!(
@@ -313,12 +363,26 @@ fn impossible_requests_are_refused_with_their_numbers() {
         "{err:?}"
     );
     assert!(text.contains("backend `gpu` is not available"), "{text}");
+    assert_eq!(one_shot.map(|e| e.to_string()), Some(text.clone()));
     if has_gpu {
         assert!(
             text.contains("gpus names GPU 4096, but the driver sees"),
             "{text}"
         );
     }
+    let cpu = EngineConfig {
+        backend: Backend::Cpu,
+        ..config(MIB)
+    };
+    assert_eq!(cuzk_engine::open_prover(&cpu).unwrap().name(), "cpu");
+    let auto = EngineConfig {
+        backend: Backend::Auto,
+        ..config(MIB)
+    };
+    assert_eq!(
+        cuzk_engine::open_prover(&auto).unwrap().name(),
+        if has_gpu { "cuda" } else { "cpu" }
+    );
 }
 
 #[test]

@@ -29,7 +29,9 @@ pub use error::{Groth16Error, Result};
 pub use gpu::{GpuOptions, GpuProver, ParamsPlacement, params_device_bytes};
 pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 pub use ntt::{GpuNtt, HBuffers, Upload};
-pub use params::{check_params, read_params, read_verifying_key, write_atomically, write_params};
+pub use params::{
+    check_params, read_params, read_params_from, read_verifying_key, write_atomically, write_params,
+};
 pub use prover::{
     AbcInput, AbcPlacement, MsmResults, ProofOutput, Prover, ProverInput, StageTimings, Staged,
     assemble,

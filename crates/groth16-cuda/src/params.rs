@@ -109,11 +109,20 @@ impl Reader<'_> {
 }
 
 fn open(path: &Path) -> Result<Reader<'_>> {
+    let file = File::open(path).map_err(|source| Groth16Error::ParamsIo {
+        path: path.to_owned(),
+        source,
+    })?;
+    reader(file, path)
+}
+
+/// A reader of `file` from its start; `path` names it in errors.
+fn reader(mut file: File, path: &Path) -> Result<Reader<'_>> {
     let io_err = |source| Groth16Error::ParamsIo {
         path: path.to_owned(),
         source,
     };
-    let file = File::open(path).map_err(io_err)?;
+    std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(0)).map_err(io_err)?;
     let len = file.metadata().map_err(io_err)?.len();
     Ok(Reader {
         inner: BufReader::with_capacity(1 << 20, file),
@@ -186,7 +195,18 @@ fn decode_g2(checked: bool) -> impl Fn(&[u8]) -> Option<G2Affine> + Sync {
 /// The file is read once, in bounded batches: no second copy is held.
 pub fn read_params(path: &Path, checked: bool) -> Result<Parameters<Bls12>> {
     let _s = tracing::info_span!("read_params", path = %path.display()).entered();
-    let mut r = open(path)?;
+    read_from(open(path)?, checked)
+}
+
+/// [`read_params`] from a file already open (from its start, whatever its
+/// offset): for callers that check where a file is before they read it,
+/// so that what they checked is what they read. `path` names it in errors.
+pub fn read_params_from(file: File, path: &Path, checked: bool) -> Result<Parameters<Bls12>> {
+    let _s = tracing::info_span!("read_params", path = %path.display()).entered();
+    read_from(reader(file, path)?, checked)
+}
+
+fn read_from(mut r: Reader<'_>, checked: bool) -> Result<Parameters<Bls12>> {
     let vk = read_vk(&mut r)?;
     let h = r.read_points("h", G1_BYTES, decode_g1(checked))?;
     let l = r.read_points("l", G1_BYTES, decode_g1(checked))?;

@@ -647,7 +647,7 @@ impl ProvingEngine for CurioService {
         let params = srs_params(&self.daemon.config, &req.get_ref().circuit_id)
             .map_err(|s| self.refuse(s))?;
         let (already_loaded, took) = Service(Arc::clone(&self.daemon))
-            .preload_params(params)
+            .preload_params(params.into())
             .await?;
         Ok(Response::new(pb::PreloadSrsResponse {
             already_loaded,
@@ -717,4 +717,5 @@ pub fn srs_params(config: &DaemonConfig, id: &str) -> Result<cuzk_engine::Params
             source: Some(source),
         }),
     )
+    .map(|r| r.params)
 }

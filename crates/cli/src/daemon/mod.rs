@@ -196,12 +196,15 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
                 crate::proto::params_spec::Source::Path(p.clone())
             }),
         };
-        let params = request::resolve_params(&daemon.config, Some(&spec))
+        let resolved = request::resolve_params(&daemon.config, Some(&spec))
             .map_err(|s| anyhow::anyhow!("preload `{p}`: {}", s.message()))?;
         let engine = Arc::clone(&daemon.engine);
-        tokio::task::spawn_blocking(move || engine.preload_params(&params))
-            .await?
-            .with_context(|| format!("preload `{p}`"))?;
+        tokio::task::spawn_blocking(move || match resolved.file {
+            Some(file) => engine.preload_params_from(&resolved.params, file),
+            None => engine.preload_params(&resolved.params),
+        })
+        .await?
+        .with_context(|| format!("preload `{p}`"))?;
     }
 
     let (server_stop_tx, server_stop) = watch::channel(false);

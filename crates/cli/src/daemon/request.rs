@@ -2,6 +2,7 @@
 //! malformed circuits and randomness, too many partitions or constraints,
 //! unknown parameter sets, paths outside the allowed directories.
 
+use std::fs::File;
 use std::path::{Component, Path, PathBuf};
 
 use blstrs::Scalar;
@@ -20,7 +21,7 @@ use crate::proto;
 pub struct Checked {
     pub spec: CircuitSpec,
     pub seeds: Vec<u64>,
-    pub params: ParamsRef,
+    pub params: Resolved,
     pub priority: Priority,
     pub randomness: Option<Vec<(Scalar, Scalar)>>,
 }
@@ -99,11 +100,27 @@ pub fn explicit_randomness(
         .collect()
 }
 
+/// A parameter set a request may use: the engine's name for it, and for a
+/// path the request gave, the file itself, opened before its place was
+/// checked (the engine reads that handle, so what was checked is what is
+/// read).
+#[derive(Debug)]
+pub struct Resolved {
+    pub params: ParamsRef,
+    pub file: Option<File>,
+}
+
+impl From<ParamsRef> for Resolved {
+    fn from(params: ParamsRef) -> Self {
+        Resolved { params, file: None }
+    }
+}
+
 /// Resolves a parameter set to a file the daemon may read.
 pub fn resolve_params(
     config: &DaemonConfig,
     spec: Option<&proto::ParamsSpec>,
-) -> Result<ParamsRef, Status> {
+) -> Result<Resolved, Status> {
     let source = spec.and_then(|p| p.source.as_ref()).ok_or_else(|| {
         Status::invalid_argument("the request names no parameter set (params.name or params.path)")
     })?;
@@ -126,18 +143,26 @@ pub fn resolve_params(
                     path.display()
                 ))
             })?;
-            Ok(ParamsRef::File(canonical))
+            Ok(ParamsRef::File(canonical).into())
         }
-        proto::params_spec::Source::Path(p) => confine(config, Path::new(p)).map(ParamsRef::File),
+        proto::params_spec::Source::Path(p) => {
+            confine(config, Path::new(p)).map(|(path, file)| Resolved {
+                params: ParamsRef::File(path),
+                file: Some(file),
+            })
+        }
         proto::params_spec::Source::SealProof(name) => filecoin_params(config, name, |n, dir| {
             cuzk_filecoin::porep::param_files_for(n.parse()?, dir)
-        }),
+        })
+        .map(Resolved::from),
         proto::params_spec::Source::PostProof(name) => filecoin_params(config, name, |n, dir| {
             cuzk_filecoin::post::param_files_for(n.parse()?, dir)
-        }),
+        })
+        .map(Resolved::from),
         proto::params_spec::Source::UpdateProof(name) => filecoin_params(config, name, |n, dir| {
             cuzk_filecoin::update::param_files_for(n.parse()?, dir)
-        }),
+        })
+        .map(Resolved::from),
     }
 }
 
@@ -158,9 +183,12 @@ fn filecoin_params(
     Ok(ParamsRef::File(path.to_owned()))
 }
 
-/// The canonical form of `path` if it names a file inside one of the
-/// allowed directories (after following every symbolic link).
-pub fn confine(config: &DaemonConfig, path: &Path) -> Result<PathBuf, Status> {
+/// The file `path` names, opened, and where it is, if it is a regular file
+/// inside one of the allowed directories (after following every symbolic
+/// link). The file is opened first and the place of the opened file is
+/// what is checked, so nothing can be swapped in between the check and
+/// the read.
+pub fn confine(config: &DaemonConfig, path: &Path) -> Result<(PathBuf, File), Status> {
     if config.params_dirs.is_empty() {
         return Err(Status::permission_denied(
             "this daemon takes no parameter paths (params_dirs is empty); name a configured \
@@ -180,35 +208,62 @@ pub fn confine(config: &DaemonConfig, path: &Path) -> Result<PathBuf, Status> {
     if joined.components().any(|c| c == Component::ParentDir) {
         return Err(outside(path));
     }
-    let inside = |p: &Path| {
-        config
-            .params_dirs
-            .iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .any(|d| p.starts_with(d))
-    };
+    let allowed: Vec<PathBuf> = config
+        .params_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
     let lexically_inside = config.params_dirs.iter().any(|d| joined.starts_with(d))
-        || config
-            .params_dirs
-            .iter()
-            .filter_map(|d| std::fs::canonicalize(d).ok())
-            .any(|d| joined.starts_with(d));
+        || allowed.iter().any(|d| joined.starts_with(d));
     if !lexically_inside {
         return Err(outside(path));
     }
-    let canonical = std::fs::canonicalize(&joined)
+    let file = open_nonblocking(&joined)
         .map_err(|e| Status::not_found(format!("parameter file {}: {e}", path.display())))?;
-    if !inside(&canonical) {
+    let real = opened_path(&file, &joined).map_err(|e| {
+        Status::internal(format!(
+            "cannot tell where parameter file {} is: {e}",
+            path.display()
+        ))
+    })?;
+    if !allowed.iter().any(|d| real.starts_with(d)) {
         // A symbolic link out of the allowed directories.
         return Err(outside(path));
     }
-    if !canonical.is_file() {
+    let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !is_file {
         return Err(Status::invalid_argument(format!(
             "parameter path {} is not a file",
             path.display()
         )));
     }
-    Ok(canonical)
+    Ok((real, file))
+}
+
+/// Opens `path` for reading without blocking on a FIFO or taking a
+/// terminal (either is then refused as not a regular file).
+fn open_nonblocking(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+}
+
+/// Where the open `file` is: the kernel's answer on Linux; elsewhere the
+/// canonical form of the path it was opened by.
+fn opened_path(file: &File, opened_by: &Path) -> std::io::Result<PathBuf> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        let _ = opened_by;
+        std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = file;
+        std::fs::canonicalize(opened_by)
+    }
 }
 
 fn outside(path: &Path) -> Status {
@@ -311,9 +366,9 @@ mod tests {
             params_dirs: vec![allowed.clone()],
             ..DaemonConfig::default()
         };
-        let ok = confine(&config, Path::new("a.params")).unwrap();
+        let (ok, _) = confine(&config, Path::new("a.params")).unwrap();
         assert_eq!(ok, std::fs::canonicalize(allowed.join("a.params")).unwrap());
-        assert_eq!(confine(&config, &allowed.join("a.params")).unwrap(), ok);
+        assert_eq!(confine(&config, &allowed.join("a.params")).unwrap().0, ok);
         for bad in [
             root.path().join("secret"),
             allowed.join("../secret"),
@@ -326,5 +381,31 @@ mod tests {
         }
         let e = confine(&config, Path::new("missing.params")).unwrap_err();
         assert_eq!(e.code(), Code::NotFound);
+
+        // What was checked is what is read: the name swapped for a link
+        // to the secret after the check changes nothing for the handle.
+        let (_, mut file) = confine(&config, Path::new("a.params")).unwrap();
+        std::fs::remove_file(allowed.join("a.params")).unwrap();
+        std::os::unix::fs::symlink(root.path().join("secret"), allowed.join("a.params")).unwrap();
+        std::fs::write(root.path().join("secret"), b"secret").unwrap();
+        let mut read = String::new();
+        std::io::Read::read_to_string(&mut file, &mut read).unwrap();
+        assert_eq!(read, "x");
+        assert_eq!(
+            confine(&config, Path::new("a.params")).unwrap_err().code(),
+            Code::PermissionDenied
+        );
+
+        // A FIFO or a directory is refused, without blocking on the FIFO.
+        let fifo = allowed.join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::create_dir(allowed.join("dir")).unwrap();
+        for name in ["fifo", "dir"] {
+            let e = confine(&config, Path::new(name)).unwrap_err();
+            assert_eq!(e.code(), Code::InvalidArgument, "{name}: {e:?}");
+            assert!(e.message().contains("is not a file"), "{name}: {e:?}");
+        }
     }
 }

@@ -75,18 +75,21 @@ impl Service {
     /// was resident already, and how long the load took.
     pub async fn preload_params(
         &self,
-        params: ParamsRef,
+        resolved: request::Resolved,
     ) -> Result<(bool, std::time::Duration), Status> {
         if self.0.draining() {
             return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
         }
         let engine = Arc::clone(&self.0.engine);
         blocking(move || {
-            let was = engine.has_params(&params);
+            let params = &resolved.params;
+            let was = engine.has_params(params);
             let start = std::time::Instant::now();
-            engine
-                .preload_params(&params)
-                .map(|()| (was, start.elapsed()))
+            match resolved.file {
+                Some(file) => engine.preload_params_from(params, file),
+                None => engine.preload_params(params),
+            }
+            .map(|()| (was, start.elapsed()))
         })
         .await?
         .map_err(|e| self.refuse(status_of(&e)))
@@ -103,14 +106,23 @@ impl Service {
         let partitions = checked.seeds.len() as u32;
         let engine = Arc::clone(&daemon.engine);
         let handle = blocking(move || {
+            // Instances, built when each is synthesized: their memory is
+            // then inside the partition's reserved working set, not
+            // allocated for every partition at once here.
             let parts = checked
                 .seeds
                 .iter()
-                .map(|&seed| checked.spec.build(seed))
+                .map(|&seed| checked.spec.instance(seed))
                 .collect();
-            let mut request =
-                ProofRequest::new(ShapeId(checked.spec.to_string()), checked.params, parts)
-                    .with_priority(checked.priority);
+            let mut request = ProofRequest::new(
+                ShapeId(checked.spec.to_string()),
+                checked.params.params,
+                parts,
+            )
+            .with_priority(checked.priority);
+            if let Some(file) = checked.params.file {
+                request = request.with_params_file(file);
+            }
             if let Some(rs) = checked.randomness {
                 request = request.with_randomness(rs);
             }
@@ -218,11 +230,12 @@ impl Cuzk for Service {
         &self,
         req: Request<proto::ParamsRequest>,
     ) -> Result<Response<proto::ParamsReply>, Status> {
-        let params = request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
+        let resolved = request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
             .map_err(|s| self.refuse(s))?;
-        let (was, _) = self.preload_params(params.clone()).await?;
+        let id = resolved.params.to_string();
+        let (was, _) = self.preload_params(resolved).await?;
         Ok(Response::new(proto::ParamsReply {
-            id: params.to_string(),
+            id,
             was_resident: was,
         }))
     }
@@ -233,7 +246,8 @@ impl Cuzk for Service {
     ) -> Result<Response<proto::ParamsReply>, Status> {
         let params: ParamsRef =
             request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
-                .map_err(|s| self.refuse(s))?;
+                .map_err(|s| self.refuse(s))?
+                .params;
         let removed = self
             .0
             .engine

@@ -124,21 +124,51 @@ impl From<EngineError> for AdmitError {
     }
 }
 
-pub(super) fn file_len(path: &std::path::Path) -> Result<u64> {
-    std::fs::metadata(path)
-        .map(|m| m.len())
-        .map_err(|source| EngineError::ParamsIo {
-            path: path.to_owned(),
-            source,
-        })
+/// The size of the parameter file at `path`, or of `file` (that file,
+/// already open) when given.
+pub(super) fn file_len(path: &std::path::Path, file: Option<&std::fs::File>) -> Result<u64> {
+    match file {
+        Some(f) => f.metadata(),
+        None => std::fs::metadata(path),
+    }
+    .map(|m| m.len())
+    .map_err(|source| EngineError::ParamsIo {
+        path: path.to_owned(),
+        source,
+    })
 }
 
-pub(super) fn load_params(shared: &Shared, path: &std::path::Path) -> Result<Parameters<Bls12>> {
-    let params = cuzk_groth16_cuda::read_params(path, shared.config.params_subgroup_check)
-        .map_err(|source| EngineError::Params {
-            id: path.display().to_string(),
-            source,
-        })?;
+/// Reads the parameter file at `path`, or from `file` (that file, already
+/// open) when given.
+pub(super) fn load_params(
+    shared: &Shared,
+    path: &std::path::Path,
+    file: Option<&std::fs::File>,
+) -> Result<Parameters<Bls12>> {
+    let checked = shared.config.params_subgroup_check;
+    let read = match file {
+        Some(f) => f
+            .try_clone()
+            .map_err(|source| EngineError::ParamsIo {
+                path: path.to_owned(),
+                source,
+            })
+            .and_then(|f| {
+                cuzk_groth16_cuda::read_params_from(f, path, checked).map_err(|source| {
+                    EngineError::Params {
+                        id: path.display().to_string(),
+                        source,
+                    }
+                })
+            }),
+        None => {
+            cuzk_groth16_cuda::read_params(path, checked).map_err(|source| EngineError::Params {
+                id: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    let params = read?;
     Loads::count(&shared.loads.params);
     Ok(params)
 }
@@ -270,7 +300,7 @@ pub(super) fn try_admit(
     let cached_params = shared.params.get(&job.params_ref);
     let params_bytes_now = match (&cached_params, &job.params_ref) {
         (Some(p), _) => params_bytes(p),
-        (None, ParamsRef::File(path)) => file_len(path)?,
+        (None, ParamsRef::File(path)) => file_len(path, job.params_file.as_deref())?,
         (None, ParamsRef::Key(key)) => {
             return Err(EngineError::ParamsNotRegistered { key: key.clone() }.into());
         }
@@ -338,7 +368,7 @@ pub(super) fn try_admit(
                 .into());
             };
             let c = charge.split(params_bytes_now, ChargeKind::Params);
-            let loaded = load_params(shared, path)?;
+            let loaded = load_params(shared, path, job.params_file.as_deref())?;
             shared
                 .params
                 .insert(job.params_ref.clone(), Arc::new(loaded), c, true)

@@ -16,6 +16,10 @@ pub struct ProofRequest<C> {
     pub priority: Priority,
     /// (r, s) per partition; drawn from the OS's RNG when `None`.
     pub randomness: Option<Vec<(Scalar, Scalar)>>,
+    /// `params`' file, already open: read from this handle (not opened
+    /// again by its path) if the set is not resident when the job is
+    /// admitted.
+    pub params_file: Option<Arc<std::fs::File>>,
 }
 
 impl<C> ProofRequest<C> {
@@ -31,7 +35,15 @@ impl<C> ProofRequest<C> {
             partitions,
             priority: Priority::Normal,
             randomness: None,
+            params_file: None,
         }
+    }
+
+    /// Reads the parameter file from `file` (opened by the caller, e.g.
+    /// after checking where it is) rather than opening its path again.
+    pub fn with_params_file(mut self, file: std::fs::File) -> Self {
+        self.params_file = Some(Arc::new(file));
+        self
     }
 
     /// Sets the priority class.
@@ -123,6 +135,9 @@ pub(crate) struct JobState {
     pub(super) priority: Priority,
     pub(super) shape: ShapeId,
     pub(super) params_ref: ParamsRef,
+    /// The parameter file opened by the submitter, read from if the set is
+    /// not resident at admission.
+    pub(super) params_file: Option<Arc<std::fs::File>>,
     pub(super) partitions: u32,
     pub(super) randomness: Vec<(Scalar, Scalar)>,
     pub(super) token: CancelToken,

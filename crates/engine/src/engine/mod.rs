@@ -278,6 +278,45 @@ fn open_gpus(
     ))
 }
 
+/// The provers of `config.backend` and the devices they run on (`None`:
+/// the CPU pseudo-device, or `devices` as given).
+fn choose_provers(
+    config: &EngineConfig,
+    devices: Option<Vec<DeviceSpec>>,
+) -> Result<(Provers, Option<Vec<DeviceSpec>>)> {
+    Ok(match config.backend {
+        Backend::Cpu => (Provers::one(Arc::new(CpuProver)), devices),
+        Backend::Gpu => match open_gpus(config, devices.as_deref()) {
+            Ok((provers, devices)) => (provers, Some(devices)),
+            Err(reason) => {
+                return Err(EngineError::BackendUnavailable {
+                    backend: "gpu",
+                    reason,
+                });
+            }
+        },
+        Backend::Auto => match open_gpus(config, devices.as_deref()) {
+            Ok((provers, devices)) => (provers, Some(devices)),
+            Err(reason) => {
+                tracing::info!(%reason, "no usable GPU: proving on the CPU");
+                (Provers::one(Arc::new(CpuProver)), devices)
+            }
+        },
+    })
+}
+
+/// The prover an engine built with `config` proves with on its first
+/// device, chosen the same way (`backend`, `gpus`, `gpu_params`,
+/// `gpu_abc`): for one-shot callers that prove single partitions with
+/// [`prove_partition`] rather than through an engine.
+///
+/// # Errors
+/// [`EngineError::BackendUnavailable`] for `backend = "gpu"` without a
+/// usable GPU.
+pub fn open_prover(config: &EngineConfig) -> Result<Arc<dyn Prover>> {
+    Ok(choose_provers(config, None)?.0.first)
+}
+
 /// Builds an [`Engine`] with a given prover and devices (the GPU backend
 /// plugs in here).
 pub struct EngineBuilder {
@@ -326,25 +365,9 @@ impl EngineBuilder {
             prover,
             devices,
         } = self;
-        let (provers, devices) = match (prover, config.backend) {
-            (Some(p), _) => (Provers::one(p), devices),
-            (None, Backend::Cpu) => (Provers::one(Arc::new(CpuProver)), devices),
-            (None, Backend::Gpu) => match open_gpus(&config, devices.as_deref()) {
-                Ok((provers, devices)) => (provers, Some(devices)),
-                Err(reason) => {
-                    return Err(EngineError::BackendUnavailable {
-                        backend: "gpu",
-                        reason,
-                    });
-                }
-            },
-            (None, Backend::Auto) => match open_gpus(&config, devices.as_deref()) {
-                Ok((provers, devices)) => (provers, Some(devices)),
-                Err(reason) => {
-                    tracing::info!(%reason, "no usable GPU: proving on the CPU");
-                    (Provers::one(Arc::new(CpuProver)), devices)
-                }
-            },
+        let (provers, devices) = match prover {
+            Some(p) => (Provers::one(p), devices),
+            None => choose_provers(&config, devices)?,
         };
         let prover = Arc::clone(&provers.first);
         let gpu_mode = devices.is_some();
@@ -615,6 +638,7 @@ impl Engine {
             partitions,
             priority,
             randomness,
+            params_file,
         } = request;
         let n = partitions.len();
         if n == 0 {
@@ -690,6 +714,7 @@ impl Engine {
             priority,
             shape,
             params_ref: params,
+            params_file,
             partitions: count,
             randomness,
             token: gpu.cancel_token().clone(),
@@ -771,6 +796,17 @@ impl Engine {
     /// first job that uses it does not wait for it. It stays resident until
     /// memory is needed or [`Engine::evict_params`].
     pub fn preload_params(&self, params: &ParamsRef) -> Result<()> {
+        self.preload(params, None)
+    }
+
+    /// [`Engine::preload_params`] reading the file from `file`, opened by
+    /// the caller (e.g. after checking where it is), if the set is not
+    /// resident.
+    pub fn preload_params_from(&self, params: &ParamsRef, file: std::fs::File) -> Result<()> {
+        self.preload(params, Some(&file))
+    }
+
+    fn preload(&self, params: &ParamsRef, file: Option<&std::fs::File>) -> Result<()> {
         let shared = &*self.shared;
         let ParamsRef::File(path) = params else {
             return if shared.params.contains(params) {
@@ -791,7 +827,7 @@ impl Engine {
             if shared.params.contains(params) {
                 return Ok(());
             }
-            let bytes = file_len(path)?;
+            let bytes = file_len(path, file)?;
             if bytes > shared.budget.total() {
                 return Err(EngineError::NeverFits {
                     what: "a parameter set",
@@ -802,7 +838,7 @@ impl Engine {
             match wait_charge(shared, &slot, bytes, &|| shared.shut_down()) {
                 Ok(mut charge) => {
                     let charge = charge.split(bytes, ChargeKind::Params);
-                    let loaded = load_params(shared, path)?;
+                    let loaded = load_params(shared, path, file)?;
                     shared
                         .params
                         .insert(params.clone(), Arc::new(loaded), charge, true);

@@ -331,6 +331,33 @@ impl fmt::Display for CircuitSpec {
     }
 }
 
+/// A built-in circuit instance that is built only when it is synthesized:
+/// what a queue of many partitions holds instead of their circuits, so
+/// that a circuit's own memory (a sha256 instance's preimage) exists only
+/// while its witness is made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    pub spec: CircuitSpec,
+    pub witness_seed: u64,
+}
+
+impl CircuitSpec {
+    /// The instance of this shape with `witness_seed`, built when it is
+    /// synthesized; it synthesizes exactly as `self.build(witness_seed)`.
+    pub fn instance(&self, witness_seed: u64) -> Instance {
+        Instance {
+            spec: self.clone(),
+            witness_seed,
+        }
+    }
+}
+
+impl Circuit<Scalar> for Instance {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        self.spec.build(self.witness_seed).synthesize(cs)
+    }
+}
+
 /// A built circuit with its witness: one variant per family.
 #[derive(Clone, Debug)]
 pub enum BuiltinCircuit {
@@ -734,8 +761,29 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn an_instance_synthesizes_as_its_built_circuit() {
+        for spec in all_test_specs() {
+            for seed in [1, 7] {
+                let built = Recorder::record(&spec, seed);
+                let mut lazy = Recorder {
+                    inputs: vec![Scalar::ONE],
+                    ..Recorder::default()
+                };
+                spec.instance(seed).synthesize(&mut lazy).unwrap();
+                assert!(
+                    built.rows == lazy.rows,
+                    "{spec} seed {seed}: constraints differ"
+                );
+                assert_eq!(built.inputs, lazy.inputs, "{spec} seed {seed}");
+                assert_eq!(built.aux, lazy.aux, "{spec} seed {seed}");
+            }
+        }
+    }
+
+    #[test]
     fn circuits_are_clone_send_sync_debug() {
         fn check<T: Circuit<Scalar> + Clone + Send + Sync + fmt::Debug>() {}
+        check::<Instance>();
         check::<BuiltinCircuit>();
         check::<MulChain>();
         check::<Sha256>();

@@ -1,0 +1,514 @@
+//! The daemon under Filecoin load (on the GPU where there is one, else the
+//! CPU): a WinningPoSt sent while a 10-partition job runs finishes before
+//! it, and one sent while PoRep C2 jobs are queued and running overtakes
+//! them (CRITICAL by default); and a bounded soak of mixed 2 KiB
+//! Filecoin requests (PoRep C2, SnapDeals, WindowPoSt, WinningPoSt) from 6
+//! clients with random priorities and cancellations returns proofs that
+//! filecoin-proofs' verifiers accept and leaves the memory budget and the
+//! pinned pool idle.
+//!
+//! `CUZK_FILECOIN_SOAK_REQUESTS` sets the soak's size (200 by default);
+//! `CUZK_LONG_JOB` the built-in circuit of the 10-partition job (`porep:14`
+//! by default, with fake parameters: its proofs are for timing only);
+//! `CUZK_LATENCY_JSON` a file to write the WinningPoSt's latency to.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use cuzk_cli::client::{self, Client};
+use cuzk_cli::proto::{self, filecoin_proof::Kind};
+use cuzk_filecoin::post::PostInput;
+use cuzk_filecoin::{PostKind, PostProof, SectorSize, VanillaEncoding};
+use cuzk_synth::Pce;
+use cuzk_synth::circuits::CircuitSpec;
+use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use storage_proofs_core::api_version::ApiVersion;
+
+const KINDS: [&str; 4] = ["porep-c2", "snap-deals", "window-post", "winning-post"];
+
+fn request(kind: Kind, priority: proto::Priority) -> proto::ProveRequest {
+    proto::ProveRequest {
+        filecoin: Some(proto::FilecoinProof { kind: Some(kind) }),
+        priority: priority as i32,
+        ..proto::ProveRequest::default()
+    }
+}
+
+async fn status(c: &mut Client) -> proto::StatusReply {
+    c.status(proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// No job, nothing in flight, no working set, no pinned lease.
+fn idle(s: &proto::StatusReply) -> bool {
+    let m = s.memory.unwrap();
+    let p = s.pinned.unwrap();
+    s.jobs.is_empty()
+        && s.dispatch_in_flight == 0
+        && m.working_set_bytes == 0
+        && p.bytes_leased == 0
+        && p.leases_outstanding == 0
+        && s.queues
+            .iter()
+            .all(|q| q.waiting_jobs == 0 && q.admitted_jobs == 0 && q.queued_partitions == 0)
+}
+
+async fn wait_idle(c: &mut Client, what: &str) -> proto::StatusReply {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let s = status(c).await;
+        if idle(&s) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}: {s:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Proves through the daemon; the proof bytes, which the daemon says it
+/// verified.
+async fn prove(c: &mut Client, req: proto::ProveRequest) -> Vec<u8> {
+    let stream = c.prove(req).await.unwrap().into_inner();
+    let done = client::follow(stream, |_, _| {}).await.unwrap();
+    assert!(done.verified, "the daemon did not verify the proof");
+    done.proof
+}
+
+/// Awaits a submitted job: its proof bytes and when they came.
+async fn await_job(c: &mut Client, id: u64) -> (Vec<u8>, Instant) {
+    let stream = c
+        .await_job(proto::AwaitRequest { job_id: id })
+        .await
+        .unwrap()
+        .into_inner();
+    let done = client::follow(stream, |_, _| {}).await.unwrap();
+    assert!(done.verified, "job {id}: not verified by the daemon");
+    (done.proof, Instant::now())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() {
+    let params = common::init();
+    let work = tempfile::tempdir().unwrap();
+    let window = PostProof {
+        kind: PostKind::Window,
+        sector_size: SectorSize::KIB2,
+        api_version: ApiVersion::V1_1_0,
+    };
+    let winning = PostProof {
+        kind: PostKind::Winning,
+        sector_size: SectorSize::KIB2,
+        api_version: ApiVersion::V1_0_0,
+    };
+    let (sealed, updated) = common::sectors(work.path(), params, 41, window).await;
+    {
+        let params = params.to_owned();
+        tokio::task::spawn_blocking(move || {
+            cuzk_filecoin::post::generate_test_params(winning, &params, common::PARAM_SEED)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    }
+
+    // The four requests, as `cuzk prove` reads them.
+    let randomness = [7u8; 32];
+    let post_json = |proof: PostProof| {
+        let vanilla = common::window_vanilla(&sealed, proof, randomness, sealed.prover_id);
+        PostInput::request_json(
+            proof,
+            randomness,
+            sealed.prover_id,
+            &vanilla,
+            VanillaEncoding::Json,
+        )
+        .unwrap()
+    };
+    let payloads = [
+        Kind::PorepC2(proto::PoRepC2 {
+            c1_json: sealed.c1_json().unwrap(),
+            registered_proof: String::new(),
+        }),
+        Kind::SnapDeals(updated.request_json().unwrap()),
+        Kind::WindowPost(post_json(window)),
+        Kind::WinningPost(post_json(winning)),
+    ];
+    let replicas = BTreeMap::from([(
+        sealed.sector_id,
+        PublicReplicaInfo::new(sealed.pre_commit.comm_r).unwrap(),
+    )]);
+    let verify = |kind: usize, bytes: &[u8]| -> bool {
+        match kind {
+            0 => common::verify_seal(&sealed, bytes),
+            1 => filecoin_proofs::verify_empty_sector_update_proof::<SectorShape2KiB>(
+                &updated.proof.config().unwrap(),
+                bytes,
+                updated.comm_r_old,
+                updated.comm_r_new,
+                updated.comm_d_new,
+            )
+            .unwrap(),
+            2 => filecoin_proofs::verify_window_post::<SectorShape2KiB>(
+                &window.config(),
+                &randomness,
+                &replicas,
+                sealed.prover_id,
+                bytes,
+            )
+            .unwrap(),
+            _ => filecoin_proofs::verify_winning_post::<SectorShape2KiB>(
+                &winning.config(),
+                &randomness,
+                &[(
+                    sealed.sector_id,
+                    PublicReplicaInfo::new(sealed.pre_commit.comm_r).unwrap(),
+                )],
+                sealed.prover_id,
+                bytes,
+            )
+            .unwrap(),
+        }
+    };
+
+    // The long job's circuit and its (fake) parameters, in the directory
+    // requests may name parameter files in.
+    let long_spec: CircuitSpec = std::env::var("CUZK_LONG_JOB")
+        .unwrap_or_else(|_| "porep:14".into())
+        .parse()
+        .unwrap();
+    let builtin = work.path().join("builtin");
+    std::fs::create_dir_all(&builtin).unwrap();
+    let long_params = builtin.join(format!("{long_spec}.fake.params"));
+    {
+        let (spec, path) = (long_spec.clone(), long_params.clone());
+        let start = Instant::now();
+        tokio::task::spawn_blocking(move || {
+            let pce = Pce::record(spec.build(0)).unwrap();
+            cuzk_groth16_cuda::fake::write_fake_params(&path, &pce, 3).unwrap();
+        })
+        .await
+        .unwrap();
+        eprintln!("fake parameters of {long_spec}: {:.2?}", start.elapsed());
+    }
+
+    let mut config = common::daemon_config(work.path(), params);
+    config.params_dirs = vec![builtin.clone()];
+    let running = common::start_daemon_with(config).await;
+    let address = running.address.clone();
+    let mut c = client::connect(&address).await.unwrap();
+
+    // Warm-up: every kind once (parameters loaded, PCEs recorded), each
+    // proof accepted by its verifier; the time of each, for the log.
+    let mut took = Vec::new();
+    for (i, kind) in payloads.iter().enumerate() {
+        let start = Instant::now();
+        let bytes = prove(&mut c, request(kind.clone(), proto::Priority::Unspecified)).await;
+        took.push(start.elapsed());
+        assert!(verify(i, &bytes), "{}: the verifier refused it", KINDS[i]);
+    }
+    eprintln!("warm-up, one proof of each kind: {KINDS:?} took {took:.2?}");
+    wait_idle(&mut c, "idle after the warm-up").await;
+
+    // A WinningPoSt sent while a 10-partition job (NORMAL) runs, once the
+    // job's first partition is proved: it finishes while the job still has
+    // partitions to prove (it goes ahead of the job's partitions that had
+    // not started).
+    let partitions = 10u32;
+    let long = proto::ProveRequest {
+        circuit: long_spec.to_string(),
+        witness_seeds: (1..=u64::from(partitions)).collect(),
+        params: Some(proto::ParamsSpec {
+            source: Some(proto::params_spec::Source::Path(
+                long_params.display().to_string(),
+            )),
+        }),
+        priority: proto::Priority::Normal as i32,
+        ..proto::ProveRequest::default()
+    };
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<Instant>();
+    let long_task = {
+        let address = address.clone();
+        tokio::spawn(async move {
+            let mut c = client::connect(&address).await.unwrap();
+            let start = Instant::now();
+            let stream = c.prove(long).await.unwrap().into_inner();
+            let mut proved_at = Vec::new();
+            let mut first_tx = Some(first_tx);
+            let done = client::follow(stream, |_, p| {
+                if p.stage == "proved" {
+                    let now = Instant::now();
+                    proved_at.push(now);
+                    if let Some(tx) = first_tx.take() {
+                        let _ = tx.send(now);
+                    }
+                }
+            })
+            .await
+            .unwrap();
+            assert_eq!(done.proofs.len(), 10);
+            (start, proved_at, Instant::now())
+        })
+    };
+    let first = first_rx.await.unwrap();
+    let sent = Instant::now();
+    let bytes = prove(
+        &mut c,
+        request(payloads[3].clone(), proto::Priority::Unspecified),
+    )
+    .await;
+    let winning_done = Instant::now();
+    assert!(verify(3, &bytes), "the WinningPoSt did not verify");
+    let (long_start, proved_at, long_done) = long_task.await.unwrap();
+    let before = proved_at.iter().filter(|t| **t <= sent).count();
+    let during = proved_at
+        .iter()
+        .filter(|t| **t > sent && **t <= winning_done)
+        .count();
+    let latency = winning_done - sent;
+    let per_partition = (long_done - first) / (partitions - 1);
+    eprintln!(
+        "WinningPoSt during a {partitions}-partition {long_spec} job: {latency:.3?} from send to \
+         proof ({before} partitions proved before it was sent, {during} while it ran); the job \
+         took {:.3?}, {per_partition:.3?} per partition after the first",
+        long_done - long_start
+    );
+    if let Ok(path) = std::env::var("CUZK_LATENCY_JSON") {
+        let json = serde_json::json!({
+            "long_job": long_spec.to_string(),
+            "partitions": partitions,
+            "winning_post_latency_s": latency.as_secs_f64(),
+            "partitions_proved_before_send": before,
+            "partitions_proved_while_winning_ran": during,
+            "long_job_s": (long_done - long_start).as_secs_f64(),
+            "per_partition_after_first_s": per_partition.as_secs_f64(),
+            "warm_up_s": took.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
+            "backend": common::expected_backend(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    }
+    assert!(
+        winning_done < long_done,
+        "the WinningPoSt finished after the {partitions}-partition job it was sent during"
+    );
+    assert!(
+        before + during < partitions as usize,
+        "every partition of the long job was proved before the WinningPoSt finished"
+    );
+    wait_idle(&mut c, "idle after the long job").await;
+
+    // A WinningPoSt (CRITICAL by default) sent while two PoRep C2 jobs
+    // (NORMAL by default) are queued and running finishes before the
+    // second.
+    let porep_jobs = 2;
+    let mut ids = Vec::new();
+    for _ in 0..porep_jobs {
+        let reply = c
+            .submit(request(payloads[0].clone(), proto::Priority::Unspecified))
+            .await
+            .unwrap()
+            .into_inner();
+        ids.push(reply.job_id);
+    }
+    let mut waiters = Vec::new();
+    for id in ids.iter().copied() {
+        let address = address.clone();
+        waiters.push(tokio::spawn(async move {
+            let mut c = client::connect(&address).await.unwrap();
+            await_job(&mut c, id).await
+        }));
+    }
+    let sent = Instant::now();
+    let stream = c
+        .prove(request(payloads[3].clone(), proto::Priority::Unspecified))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut winning_priority = None;
+    let watcher = {
+        let address = address.clone();
+        tokio::spawn(async move {
+            // The WinningPoSt's class as the daemon reports it.
+            let mut c = client::connect(&address).await.unwrap();
+            for _ in 0..200 {
+                let s = status(&mut c).await;
+                if let Some(j) = s
+                    .jobs
+                    .iter()
+                    .find(|j| j.circuit.starts_with("winning-post"))
+                {
+                    return Some(j.priority);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            None
+        })
+    };
+    let done = client::follow(stream, |_, _| {}).await.unwrap();
+    let winning_done = Instant::now();
+    assert!(done.verified && verify(3, &done.proof));
+    if let Some(p) = watcher.await.unwrap() {
+        winning_priority = Some(p);
+    }
+    let mut porep_done = Vec::new();
+    for w in waiters {
+        let (bytes, at) = w.await.unwrap();
+        assert!(verify(0, &bytes), "a PoRep C2 of the queue did not verify");
+        porep_done.push(at);
+    }
+    let after = porep_done.iter().filter(|t| **t > winning_done).count();
+    eprintln!(
+        "WinningPoSt sent behind {porep_jobs} PoRep C2 jobs: done in {:.2?}; {after} of them \
+         finished after it",
+        winning_done - sent
+    );
+    assert!(
+        after >= 1,
+        "the WinningPoSt finished after {} of the {porep_jobs} PoRep C2 jobs sent before it",
+        porep_jobs - after
+    );
+    if let Some(p) = winning_priority {
+        assert_eq!(p, proto::Priority::Critical as i32, "WinningPoSt's class");
+    }
+    let baseline = wait_idle(&mut c, "idle after the priority check").await;
+
+    // The soak.
+    let total: u64 = std::env::var("CUZK_FILECOIN_SOAK_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let next = Arc::new(AtomicU64::new(0));
+    let payloads = Arc::new(payloads);
+    let mut tasks = Vec::new();
+    for client in 0..6u64 {
+        let (address, next, payloads) = (address.clone(), Arc::clone(&next), Arc::clone(&payloads));
+        tasks.push(tokio::spawn(async move {
+            let mut c = client::connect(&address).await.unwrap();
+            let mut rng = ChaCha20Rng::seed_from_u64(4200 + client);
+            let (mut cancelled, mut proofs) = (0u64, Vec::new());
+            loop {
+                let n = next.fetch_add(1, Ordering::SeqCst);
+                if n >= total {
+                    break;
+                }
+                // PoRep C2 and SnapDeals cost the most (tens of seconds
+                // each on a CPU): fewer of them; the first four requests
+                // are one of each kind, never cancelled.
+                let kind = match (n, rng.gen_range(0..40)) {
+                    (0..4, _) => n as usize,
+                    (_, 0) => 0,
+                    (_, 1) => 1,
+                    (_, 2..=7) => 3,
+                    _ => 2,
+                };
+                let priority = [
+                    proto::Priority::Unspecified,
+                    proto::Priority::Low,
+                    proto::Priority::Normal,
+                    proto::Priority::High,
+                    proto::Priority::Critical,
+                ][rng.gen_range(0..5)];
+                let req = request(payloads[kind].clone(), priority);
+                match if n < 4 { 9 } else { rng.gen_range(0..10) } {
+                    // Cancel through the API, at once or a little later.
+                    0 => {
+                        let id = c.submit(req).await.unwrap().into_inner().job_id;
+                        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..40))).await;
+                        c.cancel(proto::CancelRequest { job_id: id }).await.unwrap();
+                        let s = c
+                            .await_job(proto::AwaitRequest { job_id: id })
+                            .await
+                            .unwrap();
+                        match client::follow(s.into_inner(), |_, _| {}).await {
+                            Ok(f) => {
+                                assert!(f.verified);
+                                proofs.push((kind, f.proof));
+                            }
+                            Err(e) => {
+                                assert!(format!("{e:#}").contains("cancelled"), "{e:#}");
+                                cancelled += 1;
+                            }
+                        }
+                    }
+                    // Go away after a moment (the daemon cancels the job).
+                    1 => {
+                        let mut s = c.prove(req).await.unwrap().into_inner();
+                        let wait = Duration::from_millis(rng.gen_range(0..40));
+                        let got = tokio::time::timeout(wait, async {
+                            loop {
+                                match s.message().await {
+                                    Ok(Some(proto::JobUpdate {
+                                        update: Some(proto::job_update::Update::Proofs(p)),
+                                        ..
+                                    })) => return p,
+                                    Ok(Some(_)) => {}
+                                    other => panic!("{other:?}"),
+                                }
+                            }
+                        })
+                        .await;
+                        match got {
+                            Ok(p) => {
+                                assert!(p.verified);
+                                proofs.push((kind, p.proof));
+                            }
+                            Err(_) => cancelled += 1,
+                        }
+                    }
+                    _ => proofs.push((kind, prove(&mut c, req).await)),
+                }
+            }
+            (cancelled, proofs)
+        }));
+    }
+    let (mut cancelled, mut by_kind) = (0, [0u32; 4]);
+    for t in tasks {
+        let (c_, proofs) = t.await.unwrap();
+        cancelled += c_;
+        for (kind, bytes) in proofs {
+            assert!(
+                verify(kind, &bytes),
+                "{}: the verifier refused it",
+                KINDS[kind]
+            );
+            by_kind[kind] += 1;
+        }
+    }
+    let verified: u32 = by_kind.iter().sum();
+    eprintln!("soak: {total} requests; verified {by_kind:?} ({KINDS:?}), {cancelled} cancelled");
+    assert!(cancelled > 0, "no request was cancelled");
+    assert!(
+        by_kind.iter().all(|n| *n > 0),
+        "a kind was never proved: {by_kind:?}"
+    );
+    assert_eq!(u64::from(verified) + cancelled, total);
+
+    // Back to idle: no working set, no pinned lease, the same resident
+    // parameters and PCEs as before the load.
+    let after = wait_idle(&mut c, "idle after the soak").await;
+    let (m0, m1) = (baseline.memory.unwrap(), after.memory.unwrap());
+    assert_eq!(m1.working_set_bytes, 0);
+    assert_eq!(
+        (m1.pce_bytes, m1.params_bytes),
+        (m0.pce_bytes, m0.params_bytes)
+    );
+    assert_eq!(
+        m1.used_bytes,
+        m1.pce_bytes + m1.params_bytes + m1.pinned_idle_bytes
+    );
+    let p = after.pinned.unwrap();
+    assert_eq!((p.bytes_leased, p.leases_outstanding), (0, 0));
+    assert_eq!(p.bytes_held, p.bytes_idle);
+    assert_eq!(after.backend, common::expected_backend());
+    common::stop_daemon(running).await;
+}
