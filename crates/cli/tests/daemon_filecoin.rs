@@ -2,8 +2,8 @@
 //! is one, else the CPU; the backend that ran is checked): a 2 KiB
 //! PoRep C2 from its C1 output, a 2 KiB WindowPoSt and a 2 KiB SnapDeals,
 //! each verified by the daemon before the reply and accepted by
-//! filecoin-proofs' own verifiers; the PoRep C2 byte-identical to the same
-//! proof made in-process with the same (r, s); bad input refused with its
+//! filecoin-proofs' own verifiers, and byte-identical to the same proof
+//! made in-process with the same (r, s); bad input refused with its
 //! own gRPC code while the daemon goes on serving; `cuzk prove
 //! window-post --daemon`; Preload and Evict by registered proof name.
 
@@ -173,9 +173,30 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
         cuzk_filecoin::VanillaEncoding::Json,
     )
     .unwrap();
-    let bytes = prove(&mut c, request(Kind::WindowPost(window_json.clone()), None))
+    let window_rs = vec![(Scalar::random(&mut rng), Scalar::random(&mut rng))];
+    let bytes = prove(
+        &mut c,
+        request(
+            Kind::WindowPost(window_json.clone()),
+            Some(window_rs.clone()),
+        ),
+    )
+    .await
+    .unwrap();
+    let ours = {
+        let (json, params, rs) = (window_json.clone(), params.to_owned(), window_rs);
+        tokio::task::spawn_blocking(move || {
+            let engine = Engine::new(common::engine_config()).unwrap();
+            let input = PostInput::from_json(&json, Some(PostKind::Window)).unwrap();
+            input.prove(&engine, &params, Some(rs)).unwrap().bytes
+        })
         .await
-        .unwrap();
+        .unwrap()
+    };
+    assert_eq!(
+        bytes, ours,
+        "the daemon's WindowPoSt differs from the in-process one"
+    );
     let replicas = BTreeMap::from([(
         sealed.sector_id,
         PublicReplicaInfo::new(sealed.pre_commit.comm_r).unwrap(),
@@ -203,13 +224,33 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
     .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
 
-    // SnapDeals.
+    // SnapDeals, with fixed (r, s): the in-process proof's bytes.
+    let snap_json = updated.request_json().unwrap();
+    let snap_rs: Vec<_> = (0..cuzk_filecoin::UpdateInput::from_json(&snap_json)
+        .unwrap()
+        .partitions())
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .collect();
     let bytes = prove(
         &mut c,
-        request(Kind::SnapDeals(updated.request_json().unwrap()), None),
+        request(Kind::SnapDeals(snap_json.clone()), Some(snap_rs.clone())),
     )
     .await
     .unwrap();
+    let ours = {
+        let (params, rs) = (params.to_owned(), snap_rs);
+        tokio::task::spawn_blocking(move || {
+            let engine = Engine::new(common::engine_config()).unwrap();
+            let input = cuzk_filecoin::UpdateInput::from_json(&snap_json).unwrap();
+            input.prove(&engine, &params, Some(rs)).unwrap().bytes
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(
+        bytes, ours,
+        "the daemon's SnapDeals proof differs from the in-process one"
+    );
     assert!(
         filecoin_proofs::verify_empty_sector_update_proof::<SectorShape2KiB>(
             &updated.proof.config().unwrap(),
@@ -311,6 +352,48 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
             .unwrap()
             .into_inner();
         assert!(!reply.was_resident, "{source:?}: {reply:?}");
+    }
+    // The same from the command line.
+    for (action, flag, name, said) in [
+        (
+            "preload",
+            "--seal-proof",
+            "StackedDrg2KiBV1_1",
+            "was already resident",
+        ),
+        (
+            "evict",
+            "--post-proof",
+            "StackedDrgWindow2KiBV1_1",
+            "evicted",
+        ),
+        (
+            "preload",
+            "--update-proof",
+            "StackedDrg2KiBV1",
+            "was already resident",
+        ),
+    ] {
+        let args = [
+            "params".to_owned(),
+            action.into(),
+            flag.into(),
+            name.into(),
+            "--daemon".into(),
+            format!("unix:{}", socket.display()),
+        ];
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_cuzk"))
+                .args(&args)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{action} {flag} {name}: {text}");
+        assert!(text.contains(said), "{action} {flag} {name}: {text}");
     }
     let e = c
         .preload(by_proof(Source::SealProof("StackedDrg3KiBV1_1".into())))

@@ -305,17 +305,49 @@ pub enum ParamsAction {
     Evict(ParamsTarget),
 }
 
-/// A parameter set by path or by name.
+/// A parameter set by path, by name, or by the Filecoin registered proof
+/// whose parameters (in the daemon's filecoin_params_dir) it is.
 #[derive(Debug, clap::Args)]
+#[group(id = "which", required = true, multiple = false)]
 pub struct ParamsTarget {
     #[command(flatten)]
     pub daemon: DaemonAddr,
     /// A parameter file inside the daemon's params_dirs.
-    #[arg(long, conflicts_with = "params_set")]
+    #[arg(long, group = "which")]
     pub params: Option<PathBuf>,
     /// A parameter set the daemon's configuration names.
-    #[arg(long)]
+    #[arg(long, group = "which")]
     pub params_set: Option<String>,
+    /// The PoRep C2 parameters of a registered seal proof, e.g.
+    /// StackedDrg32GiBV1_1.
+    #[arg(long, group = "which")]
+    pub seal_proof: Option<String>,
+    /// The PoSt parameters of a registered PoSt proof, e.g.
+    /// StackedDrgWindow32GiBV1_1 or StackedDrgWinning32GiBV1.
+    #[arg(long, group = "which")]
+    pub post_proof: Option<String>,
+    /// The SnapDeals parameters of a registered update proof, e.g.
+    /// StackedDrg32GiBV1.
+    #[arg(long, group = "which")]
+    pub update_proof: Option<String>,
+}
+
+impl ParamsTarget {
+    fn spec(&self) -> Result<proto::ParamsSpec> {
+        use proto::params_spec::Source;
+        let registered = match (&self.seal_proof, &self.post_proof, &self.update_proof) {
+            (Some(n), _, _) => Some(Source::SealProof(n.clone())),
+            (_, Some(n), _) => Some(Source::PostProof(n.clone())),
+            (_, _, Some(n)) => Some(Source::UpdateProof(n.clone())),
+            _ => None,
+        };
+        match registered {
+            Some(source) => Ok(proto::ParamsSpec {
+                source: Some(source),
+            }),
+            None => super::params_spec(self.params.as_deref(), self.params_set.as_deref()),
+        }
+    }
 }
 
 /// `cuzk params preload|evict`.
@@ -324,7 +356,7 @@ pub fn params(args: ParamsArgs) -> Result<()> {
         ParamsAction::Preload(t) => (true, t),
         ParamsAction::Evict(t) => (false, t),
     };
-    let spec = super::params_spec(target.params.as_deref(), target.params_set.as_deref())?;
+    let spec = target.spec()?;
     let reply = runtime()?.block_on(async {
         let mut c = client::connect(&target.daemon.address()).await?;
         let req = proto::ParamsRequest { params: Some(spec) };
