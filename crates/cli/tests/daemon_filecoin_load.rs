@@ -10,7 +10,8 @@
 //! `CUZK_FILECOIN_SOAK_REQUESTS` sets the soak's size (200 by default);
 //! `CUZK_LONG_JOB` the built-in circuit of the 10-partition job (`porep:14`
 //! by default, with fake parameters: its proofs are for timing only);
-//! `CUZK_LATENCY_JSON` a file to write the WinningPoSt's latency to.
+//! `CUZK_LATENCY_JSON` a file to write the timings to in bench-data's
+//! format (with `CUZK_REVISION`, `CUZK_DATE` and `CUZK_COMMAND`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -95,6 +96,54 @@ async fn await_job(c: &mut Client, id: u64) -> (Vec<u8>, Instant) {
     let done = client::follow(stream, |_, _| {}).await.unwrap();
     assert!(done.verified, "job {id}: not verified by the daemon");
     (done.proof, Instant::now())
+}
+
+/// A one-sample result in bench-data's format.
+fn one(name: &str, d: Duration, notes: &str) -> serde_json::Value {
+    let t = d.as_secs_f64();
+    serde_json::json!({
+        "name": name, "unit": "s", "median": t, "min": t, "max": t, "runs": 1, "notes": notes,
+    })
+}
+
+/// The first line a command prints, trimmed; empty when it cannot run.
+fn first_line(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .map(|l| l.trim().to_owned())
+        })
+        .unwrap_or_default()
+}
+
+/// Writes `results` as a bench-data file (revision, date and command from
+/// CUZK_REVISION, CUZK_DATE and CUZK_COMMAND, set by whoever runs it).
+fn write_bench_data(path: &str, results: Vec<serde_json::Value>) {
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    let query = |q: &str| {
+        first_line(
+            "nvidia-smi",
+            &[&format!("--query-gpu={q}"), "--format=csv,noheader"],
+        )
+    };
+    let json = serde_json::json!({
+        "revision": env("CUZK_REVISION"),
+        "date": env("CUZK_DATE"),
+        "machine": {
+            "gpu": query("name"),
+            "driver": query("driver_version"),
+            "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+            "backend": common::expected_backend(),
+        },
+        "command": env("CUZK_COMMAND"),
+        "results": results,
+    });
+    std::fs::write(path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -283,19 +332,32 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
          took {:.3?}, {per_partition:.3?} per partition after the first",
         long_done - long_start
     );
-    if let Ok(path) = std::env::var("CUZK_LATENCY_JSON") {
-        let json = serde_json::json!({
-            "long_job": long_spec.to_string(),
-            "partitions": partitions,
-            "winning_post_latency_s": latency.as_secs_f64(),
-            "partitions_proved_before_send": before,
-            "partitions_proved_while_winning_ran": during,
-            "long_job_s": (long_done - long_start).as_secs_f64(),
-            "per_partition_after_first_s": per_partition.as_secs_f64(),
-            "warm_up_s": took.iter().map(Duration::as_secs_f64).collect::<Vec<_>>(),
-            "backend": common::expected_backend(),
-        });
-        std::fs::write(path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let mut results = vec![
+        one(
+            &format!("daemon/winning-post-2kib/latency-during/{partitions}x{long_spec}"),
+            latency,
+            &format!(
+                "from send to proof; sent once the job's first partition was proved; \
+                 {before} partitions proved before it was sent, {during} while it ran"
+            ),
+        ),
+        one(
+            &format!("daemon/{long_spec}/{partitions}-partition-job"),
+            long_done - long_start,
+            "the whole job, the WinningPoSt's interruption included",
+        ),
+        one(
+            &format!("daemon/{long_spec}/per-partition-after-first"),
+            per_partition,
+            "(job end - first partition proved) / (partitions - 1)",
+        ),
+    ];
+    for (kind, t) in KINDS.iter().zip(&took) {
+        results.push(one(
+            &format!("daemon/{kind}-2kib/first-proof"),
+            *t,
+            "the first proof of its kind: parameters loaded and PCE recorded first",
+        ));
     }
     assert!(
         winning_done < long_done,
@@ -367,6 +429,11 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
         porep_done.push(at);
     }
     let after = porep_done.iter().filter(|t| **t > winning_done).count();
+    results.push(one(
+        &format!("daemon/winning-post-2kib/latency-behind/{porep_jobs}x-porep-c2-2kib"),
+        winning_done - sent,
+        &format!("{after} of the {porep_jobs} PoRep C2 jobs sent before it finished after it"),
+    ));
     eprintln!(
         "WinningPoSt sent behind {porep_jobs} PoRep C2 jobs: done in {:.2?}; {after} of them \
          finished after it",
@@ -387,6 +454,7 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
+    let soak_start = Instant::now();
     let next = Arc::new(AtomicU64::new(0));
     let payloads = Arc::new(payloads);
     let mut tasks = Vec::new();
@@ -484,7 +552,20 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
             by_kind[kind] += 1;
         }
     }
+    let soak_took = soak_start.elapsed();
     let verified: u32 = by_kind.iter().sum();
+    let mut soak = one(
+        &format!("daemon/soak/{total}-mixed-2kib-requests-6-clients"),
+        soak_took,
+        &format!("verified {by_kind:?} of {KINDS:?}, {cancelled} cancelled; random priorities"),
+    );
+    soak["derived"] = serde_json::json!({
+        "proofs_per_s": f64::from(verified) / soak_took.as_secs_f64(),
+    });
+    results.push(soak);
+    if let Ok(path) = std::env::var("CUZK_LATENCY_JSON") {
+        write_bench_data(&path, results);
+    }
     eprintln!("soak: {total} requests; verified {by_kind:?} ({KINDS:?}), {cancelled} cancelled");
     assert!(cancelled > 0, "no request was cancelled");
     assert!(
