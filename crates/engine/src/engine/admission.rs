@@ -343,10 +343,18 @@ pub(super) fn try_admit(
                 .pces
                 .insert(job.shape.clone(), Arc::from(pce), c, true)
         }
-        PceSource::Disk(path, _) => match pce_file::read_pce(&path, &job.shape.0, Some(counts)) {
-            Ok(pce) => {
+        PceSource::Disk(path, _) => match {
+            let start = std::time::Instant::now();
+            pce_file::read_pce(&path, &job.shape.0, Some(counts)).map(|p| (p, start.elapsed()))
+        } {
+            Ok((pce, took)) => {
                 Loads::count(&shared.loads.pce_from_disk);
-                tracing::info!(shape = %job.shape, path = %path.display(), "PCE read from disk");
+                tracing::info!(
+                    shape = %job.shape,
+                    path = %path.display(),
+                    seconds = took.as_secs_f64(),
+                    "PCE read from disk"
+                );
                 let c = charge.split(pce_bytes, ChargeKind::Pce);
                 shared
                     .pces
