@@ -138,6 +138,28 @@ enum Command {
     Timeline(cuzk_cli::commands::TimelineArgs),
     /// Preload or evict a daemon's parameter set.
     Params(cuzk_cli::commands::ParamsArgs),
+    /// Record the PCE of a Filecoin circuit from its blank circuit (no sector needed) into a
+    /// PCE directory (the engine's pce_cache_dir), where proofs of that circuit then read it
+    /// instead of recording it.
+    Pce(PceArgs),
+}
+
+/// `cuzk pce`: which circuit, and where its PCE goes.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("circuit").required(true).multiple(false)))]
+struct PceArgs {
+    /// The PoRep C2 circuit of a registered seal proof, e.g. StackedDrg32GiBV1_1.
+    #[arg(long, group = "circuit")]
+    seal_proof: Option<String>,
+    /// The PoSt circuit of a registered PoSt proof, e.g. StackedDrgWindow32GiBV1_1.
+    #[arg(long, group = "circuit")]
+    post_proof: Option<String>,
+    /// The SnapDeals circuit of a registered update proof, e.g. StackedDrg32GiBV1.
+    #[arg(long, group = "circuit")]
+    update_proof: Option<String>,
+    /// The PCE directory (the engine's pce_cache_dir).
+    #[arg(long)]
+    out_dir: PathBuf,
 }
 
 /// Which prover backend to use.
@@ -299,7 +321,53 @@ fn run(cli: Cli) -> Result<()> {
         Command::Devices(args) => cuzk_cli::commands::devices(args),
         Command::Timeline(args) => cuzk_cli::commands::timeline(args),
         Command::Params(args) => cuzk_cli::commands::params(args),
+        Command::Pce(args) => record_blank_pce(&args),
     }
+}
+
+/// `cuzk pce`.
+fn record_blank_pce(args: &PceArgs) -> Result<()> {
+    let blank = match (&args.seal_proof, &args.post_proof, &args.update_proof) {
+        (Some(n), _, _) => cuzk_filecoin::porep::blank_pce(n.parse()?),
+        (_, Some(n), _) => cuzk_filecoin::post::blank_pce(n.parse()?),
+        (_, _, Some(n)) => cuzk_filecoin::update::blank_pce(n.parse()?),
+        _ => bail!("give --seal-proof, --post-proof or --update-proof"),
+    }?;
+    let pce = &blank.pce;
+    println!(
+        "recorded {} in {:.3} s: {} constraints, {} inputs, {} aux; nnz A/B/C {}/{}/{}; {} bytes in \
+         memory",
+        blank.shape,
+        blank.record_seconds,
+        pce.num_constraints(),
+        pce.num_inputs,
+        pce.num_aux,
+        pce.a.nnz(),
+        pce.b.nnz(),
+        pce.c.nnz(),
+        pce.bytes()
+    );
+    let t = Instant::now();
+    let path = blank.write_to(&args.out_dir)?;
+    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "wrote {} ({len} bytes) in {:.3} s",
+        path.display(),
+        t.elapsed().as_secs_f64()
+    );
+    if let Some(peak) = peak_rss() {
+        println!("peak resident memory: {peak}");
+    }
+    Ok(())
+}
+
+/// This process's peak resident memory as the kernel reports it (Linux).
+fn peak_rss() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .map(|v| v.trim().to_owned())
 }
 
 fn setup(circuit: &CircuitSpec, seed: Option<u64>) -> Result<Parameters<Bls12>> {

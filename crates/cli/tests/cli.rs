@@ -294,3 +294,46 @@ fn demo_prints_a_verified_identical_proof_with_timings() {
         assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
     }
 }
+
+#[test]
+fn pce_records_a_filecoin_circuit_without_a_sector() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(&[
+        "pce",
+        "--post-proof",
+        "StackedDrgWindow2KiBV1_1",
+        "--out-dir",
+        s(dir.path()),
+    ]);
+    assert!(
+        out.contains("recorded filecoin/proof-of-spacetime-fallback"),
+        "{out}"
+    );
+    assert!(out.contains("constraints"), "{out}");
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(out.contains(&files[0].display().to_string()), "{out}");
+    // The file the engine reads: its header names the shape it was
+    // recorded for.
+    let info = cuzk_engine::pce_file::read_pce_info(&files[0]).unwrap();
+    assert!(
+        info.shape
+            .starts_with("filecoin/proof-of-spacetime-fallback"),
+        "{info:?}"
+    );
+    assert!(info.num_constraints > 0);
+
+    let e = fails(&[
+        "pce",
+        "--seal-proof",
+        "StackedDrg3KiBV1_1",
+        "--out-dir",
+        s(dir.path()),
+    ]);
+    assert!(e.contains("unknown registered proof"), "{e}");
+    let out = cuzk(&["pce", "--out-dir", s(dir.path())]);
+    assert!(!out.status.success());
+}

@@ -29,7 +29,7 @@ use storage_proofs_porep::stacked::{
 
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
-use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
 use crate::sector::{self, SealProof, SealVersion, SectorSize, Shape};
 
 /// The circuit of one PoRep partition.
@@ -430,6 +430,24 @@ fn verify<Tree: 'static + MerkleTreeTrait>(
 /// generated.
 pub fn generate_test_params(proof: SealProof, param_dir: &Path, seed: u64) -> Result<bool> {
     with_tree!(proof.sector_size, generate_for(proof, param_dir, seed))
+}
+
+/// The PCE of `proof`'s partition circuit, recorded from storage-proofs'
+/// blank circuit (no C1 needed).
+pub fn blank_pce(proof: SealProof) -> Result<BlankPce> {
+    with_tree!(proof.sector_size, record_blank(proof))
+}
+
+fn record_blank<Tree: 'static + MerkleTreeTrait>(proof: SealProof) -> Result<BlankPce> {
+    let config = proof.config()?;
+    let (pub_params, _) = setup::<Tree>(&config, None)?;
+    let files = param_files::<Tree>(proof, Path::new(""))?;
+    let blank = <Compound<Tree> as CompoundProof<
+        '_,
+        StackedDrg<'_, Tree, DefaultPieceHasher>,
+        _,
+    >>::blank_circuit(&pub_params.vanilla_params);
+    BlankPce::record(&files, blank)
 }
 
 fn generate_for<Tree: 'static + MerkleTreeTrait>(

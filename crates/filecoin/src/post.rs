@@ -34,7 +34,7 @@ use storage_proofs_post::fallback::{
 
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
-use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
 use crate::sector::{PostKind, PostProof, Shape};
 use crate::vanilla::{self, VanillaEncoding};
 
@@ -470,6 +470,28 @@ pub fn generate_test_params(proof: PostProof, param_dir: &Path, seed: u64) -> Re
         Shape::Sub8 => generate_for::<SectorShapeSub8>(proof, param_dir, seed),
         Shape::Top2 => generate_for::<SectorShapeTop2>(proof, param_dir, seed),
     }
+}
+
+/// The PCE of `proof`'s partition circuit (WindowPoSt: `sector_count`
+/// sectors), recorded from storage-proofs' blank circuit (no sector or
+/// vanilla proof needed).
+pub fn blank_pce(proof: PostProof) -> Result<BlankPce> {
+    match proof.sector_size.shape() {
+        Shape::Base => record_blank::<SectorShapeBase>(proof),
+        Shape::Sub2 => record_blank::<SectorShapeSub2>(proof),
+        Shape::Sub8 => record_blank::<SectorShapeSub8>(proof),
+        Shape::Top2 => record_blank::<SectorShapeTop2>(proof),
+    }
+}
+
+fn record_blank<Tree: 'static + MerkleTreeTrait>(proof: PostProof) -> Result<BlankPce> {
+    let pub_params = setup::<Tree>(&proof.config(), 1)?;
+    let files = param_files::<Tree>(&pub_params, Path::new(""));
+    let blank =
+        <FallbackPoStCompound<Tree> as CompoundProof<'_, FallbackPoSt<'_, Tree>, _>>::blank_circuit(
+            &pub_params.vanilla_params,
+        );
+    BlankPce::record(&files, blank)
 }
 
 fn generate_for<Tree: 'static + MerkleTreeTrait>(

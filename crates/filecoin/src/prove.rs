@@ -17,6 +17,53 @@ use crate::params::ParamFiles;
 /// Bytes of one Groth16 proof over BLS12-381 (compressed G1, G2, G1).
 pub const PROOF_BYTES: usize = 192;
 
+/// The engine's shape id of a Filecoin circuit (its PCE's name in the
+/// engine's cache and PCE directory): `filecoin/<storage-proofs' circuit
+/// identifier>`.
+pub fn shape_id(files: &ParamFiles) -> String {
+    format!("filecoin/{}", files.id)
+}
+
+/// A Filecoin circuit's PCE recorded from its blank circuit: no sector and
+/// no values (the recorder never evaluates an assignment), the circuit
+/// filecoin-proofs generates parameters from.
+#[derive(Debug)]
+pub struct BlankPce {
+    /// The engine's shape id ([`shape_id`]).
+    pub shape: String,
+    pub pce: cuzk_synth::Pce,
+    /// How long the recording took.
+    pub record_seconds: f64,
+}
+
+impl BlankPce {
+    pub(crate) fn record<C: Circuit<Scalar>>(files: &ParamFiles, blank: C) -> Result<BlankPce> {
+        let start = std::time::Instant::now();
+        let pce = cuzk_synth::Pce::record(blank).map_err(|e| FilecoinError::Proofs {
+            context: "recording the blank circuit's PCE",
+            message: e.to_string(),
+        })?;
+        Ok(BlankPce {
+            shape: shape_id(files),
+            pce,
+            record_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Writes the PCE into `pce_dir` under the name the engine looks for
+    /// (engine config `pce_cache_dir`), so that jobs of this circuit read it
+    /// instead of recording it; the file's path.
+    pub fn write_to(&self, pce_dir: &std::path::Path) -> Result<std::path::PathBuf> {
+        std::fs::create_dir_all(pce_dir).map_err(|source| FilecoinError::Io {
+            path: pce_dir.to_owned(),
+            source,
+        })?;
+        let path = pce_dir.join(cuzk_engine::pce_file::file_name(&self.shape));
+        cuzk_engine::pce_file::write_pce(&path, &self.shape, &self.pce)?;
+        Ok(path)
+    }
+}
+
 /// The partition circuits of one Filecoin proof, ready for the engine.
 #[derive(Debug)]
 pub struct Partitions<C> {
@@ -42,12 +89,9 @@ where
         randomness: Option<Vec<(Scalar, Scalar)>>,
     ) -> Result<JobHandle> {
         let path = self.params.existing_params()?.to_owned();
-        let mut request = ProofRequest::new(
-            format!("filecoin/{}", self.params.id),
-            ParamsRef::File(path),
-            self.circuits,
-        )
-        .with_priority(self.priority);
+        let mut request =
+            ProofRequest::new(shape_id(&self.params), ParamsRef::File(path), self.circuits)
+                .with_priority(self.priority);
         if let Some(rs) = randomness {
             request = request.with_randomness(rs);
         }

@@ -40,7 +40,7 @@ use storage_proofs_update::{
 
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
-use crate::prove::{Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
 use crate::sector::{self, SectorSize, Shape, UpdateProof};
 use crate::vanilla::{self, VanillaEncoding};
 
@@ -569,6 +569,23 @@ fn verify<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 /// whether it generated.
 pub fn generate_test_params(proof: UpdateProof, param_dir: &Path, seed: u64) -> Result<bool> {
     with_tree!(proof.sector_size(), generate_for(proof, param_dir, seed))
+}
+
+/// The PCE of `proof`'s partition circuit, recorded from storage-proofs'
+/// blank circuit (no sector or vanilla proof needed).
+pub fn blank_pce(proof: UpdateProof) -> Result<BlankPce> {
+    with_tree!(proof.sector_size(), record_blank(proof))
+}
+
+fn record_blank<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    proof: UpdateProof,
+) -> Result<BlankPce> {
+    let (_, pub_params) = setup::<Tree>(proof)?;
+    let files = param_files::<Tree>(proof, Path::new(""))?;
+    let blank = <Compound<Tree> as CompoundProof<'_, EmptySectorUpdate<Tree>, _>>::blank_circuit(
+        &pub_params.vanilla_params,
+    );
+    BlankPce::record(&files, blank)
 }
 
 fn generate_for<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(

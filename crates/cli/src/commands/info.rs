@@ -308,7 +308,7 @@ pub enum ParamsAction {
 /// A parameter set by path, by name, or by the Filecoin registered proof
 /// whose parameters (in the daemon's filecoin_params_dir) it is.
 #[derive(Debug, clap::Args)]
-#[group(id = "which", required = true, multiple = false)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(false)))]
 pub struct ParamsTarget {
     #[command(flatten)]
     pub daemon: DaemonAddr,

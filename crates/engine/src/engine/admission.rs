@@ -343,10 +343,7 @@ pub(super) fn try_admit(
                 .pces
                 .insert(job.shape.clone(), Arc::from(pce), c, true)
         }
-        PceSource::Disk(path, _) => match {
-            let start = std::time::Instant::now();
-            pce_file::read_pce(&path, &job.shape.0, Some(counts)).map(|p| (p, start.elapsed()))
-        } {
+        PceSource::Disk(path, _) => match timed_read(&path, &job.shape.0, counts) {
             Ok((pce, took)) => {
                 Loads::count(&shared.loads.pce_from_disk);
                 tracing::info!(
@@ -392,6 +389,16 @@ pub(super) fn try_admit(
     st.pce = Some(pce);
     st.params = Some(params);
     Ok(())
+}
+
+/// A PCE file read, and how long the read took.
+fn timed_read(
+    path: &std::path::Path,
+    shape: &str,
+    counts: ShapeCounts,
+) -> Result<(Pce, std::time::Duration)> {
+    let start = std::time::Instant::now();
+    pce_file::read_pce(path, shape, Some(counts)).map(|p| (p, start.elapsed()))
 }
 
 pub(super) fn admit(shared: &Shared, job: &JobState, record: &RecordFn) -> Result<()> {
