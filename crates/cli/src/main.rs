@@ -160,6 +160,9 @@ struct PceArgs {
     /// The PCE directory (the engine's pce_cache_dir).
     #[arg(long)]
     out_dir: PathBuf,
+    /// Then read the file back as an engine does, timed.
+    #[arg(long)]
+    read_back: bool,
 }
 
 /// Which prover backend to use.
@@ -347,6 +350,9 @@ fn record_blank_pce(args: &PceArgs) -> Result<()> {
         pce.c.nnz(),
         pce.bytes()
     );
+    if let Some(peak) = peak_rss() {
+        println!("peak resident memory after recording: {peak}");
+    }
     let t = Instant::now();
     let path = blank.write_to(&args.out_dir)?;
     let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -355,8 +361,21 @@ fn record_blank_pce(args: &PceArgs) -> Result<()> {
         path.display(),
         t.elapsed().as_secs_f64()
     );
-    if let Some(peak) = peak_rss() {
-        println!("peak resident memory: {peak}");
+    if args.read_back {
+        // Read as an engine reads it, with the recorded PCE dropped first.
+        let counts = cuzk_engine::pce_file::ShapeCounts::of(pce);
+        let shape = blank.shape.clone();
+        drop(blank);
+        let t = Instant::now();
+        let read = cuzk_engine::pce_file::read_pce(&path, &shape, Some(counts))?;
+        println!(
+            "read it back in {:.3} s ({} constraints)",
+            t.elapsed().as_secs_f64(),
+            read.num_constraints()
+        );
+        if let Some(peak) = peak_rss() {
+            println!("peak resident memory: {peak}");
+        }
     }
     Ok(())
 }

@@ -304,7 +304,9 @@ fn pce_records_a_filecoin_circuit_without_a_sector() {
         "StackedDrgWindow2KiBV1_1",
         "--out-dir",
         s(dir.path()),
+        "--read-back",
     ]);
+    assert!(out.contains("read it back in"), "{out}");
     assert!(
         out.contains("recorded filecoin/proof-of-spacetime-fallback"),
         "{out}"
