@@ -26,6 +26,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tonic::Code;
 
+mod common;
+use common::{idle, status};
+
 // ---------------------------------------------------------------- helpers
 
 /// Parameters per circuit, made once per test binary (seeded).
@@ -181,13 +184,6 @@ async fn prove_code(c: &mut Client, req: proto::ProveRequest) -> (Code, String) 
     }
 }
 
-async fn status(c: &mut Client) -> proto::StatusReply {
-    c.status(proto::StatusRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-}
-
 /// Waits until `cond` holds for the daemon's status (at most 60 s).
 async fn wait_status(c: &mut Client, what: &str, cond: impl Fn(&proto::StatusReply) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -202,20 +198,6 @@ async fn wait_status(c: &mut Client, what: &str, cond: impl Fn(&proto::StatusRep
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// No job, nothing in flight, no working set, no pinned lease.
-fn idle(s: &proto::StatusReply) -> bool {
-    let m = s.memory.unwrap();
-    let p = s.pinned.unwrap();
-    s.jobs.is_empty()
-        && s.dispatch_in_flight == 0
-        && m.working_set_bytes == 0
-        && p.bytes_leased == 0
-        && p.leases_outstanding == 0
-        && s.queues
-            .iter()
-            .all(|q| q.waiting_jobs == 0 && q.admitted_jobs == 0 && q.queued_partitions == 0)
 }
 
 fn scalar_bytes(s: Scalar) -> Vec<u8> {

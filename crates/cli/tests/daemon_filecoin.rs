@@ -68,6 +68,14 @@ async fn metrics(c: &mut Client) -> String {
         .text
 }
 
+/// The proof bytes `prove` makes in this process, on a fresh engine
+/// configured as the test daemons' engines are.
+async fn in_process(prove: impl FnOnce(&Engine) -> Vec<u8> + Send + 'static) -> Vec<u8> {
+    tokio::task::spawn_blocking(move || prove(&Engine::new(common::engine_config()).unwrap()))
+        .await
+        .unwrap()
+}
+
 fn porep_c2(c1: &[u8], registered: &str) -> Kind {
     Kind::PorepC2(proto::PoRepC2 {
         c1_json: c1.to_vec(),
@@ -104,13 +112,11 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
         .unwrap();
     let ours = {
         let (c1_json, params, rs) = (c1_json.clone(), params.to_owned(), rs.clone());
-        tokio::task::spawn_blocking(move || {
-            let engine = Engine::new(common::engine_config()).unwrap();
+        in_process(move |engine| {
             let c1 = C1Output::from_json(&c1_json, None).unwrap();
-            c1.prove(&engine, &params, Some(rs)).unwrap().bytes
+            c1.prove(engine, &params, Some(rs)).unwrap().bytes
         })
         .await
-        .unwrap()
     };
     assert_eq!(
         bytes, ours,
@@ -185,13 +191,11 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
     .unwrap();
     let ours = {
         let (json, params, rs) = (window_json.clone(), params.to_owned(), window_rs);
-        tokio::task::spawn_blocking(move || {
-            let engine = Engine::new(common::engine_config()).unwrap();
+        in_process(move |engine| {
             let input = PostInput::from_json(&json, Some(PostKind::Window)).unwrap();
-            input.prove(&engine, &params, Some(rs)).unwrap().bytes
+            input.prove(engine, &params, Some(rs)).unwrap().bytes
         })
         .await
-        .unwrap()
     };
     assert_eq!(
         bytes, ours,
@@ -239,13 +243,11 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
     .unwrap();
     let ours = {
         let (params, rs) = (params.to_owned(), snap_rs);
-        tokio::task::spawn_blocking(move || {
-            let engine = Engine::new(common::engine_config()).unwrap();
+        in_process(move |engine| {
             let input = cuzk_filecoin::UpdateInput::from_json(&snap_json).unwrap();
-            input.prove(&engine, &params, Some(rs)).unwrap().bytes
+            input.prove(engine, &params, Some(rs)).unwrap().bytes
         })
         .await
-        .unwrap()
     };
     assert_eq!(
         bytes, ours,

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::{idle, status};
 
 use cuzk_cli::client::{self, Client};
 use cuzk_cli::proto::{self, filecoin_proof::Kind};
@@ -39,27 +40,6 @@ fn request(kind: Kind, priority: proto::Priority) -> proto::ProveRequest {
         priority: priority as i32,
         ..proto::ProveRequest::default()
     }
-}
-
-async fn status(c: &mut Client) -> proto::StatusReply {
-    c.status(proto::StatusRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-}
-
-/// No job, nothing in flight, no working set, no pinned lease.
-fn idle(s: &proto::StatusReply) -> bool {
-    let m = s.memory.unwrap();
-    let p = s.pinned.unwrap();
-    s.jobs.is_empty()
-        && s.dispatch_in_flight == 0
-        && m.working_set_bytes == 0
-        && p.bytes_leased == 0
-        && p.leases_outstanding == 0
-        && s.queues
-            .iter()
-            .all(|q| q.waiting_jobs == 0 && q.admitted_jobs == 0 && q.queued_partitions == 0)
 }
 
 async fn wait_idle(c: &mut Client, what: &str) -> proto::StatusReply {

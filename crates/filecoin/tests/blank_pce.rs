@@ -7,15 +7,9 @@
 mod common;
 
 use cuzk_engine::{Backend, Engine, EngineConfig};
-use cuzk_filecoin::{
-    C1Output, PostKind, PostProof, SectorSize, UpdateProof, porep, post, shape_id, update,
-};
+use cuzk_filecoin::{C1Output, PostKind, SectorSize, UpdateProof, porep, post, shape_id, update};
 use cuzk_synth::Pce;
-use filecoin_proofs::{
-    PrivateReplicaInfo, SectorShape2KiB, generate_fallback_sector_challenges,
-    generate_single_vanilla_proof,
-};
-use storage_proofs_core::api_version::ApiVersion;
+use filecoin_proofs::SectorShape2KiB;
 
 /// Every part of two PCEs that the prover reads.
 fn assert_same(what: &str, blank: &Pce, real: &Pce) {
@@ -94,37 +88,8 @@ fn post_and_update_pces_from_blank_circuits_are_the_real_ones() {
     let sealed = common::sealed_2kib();
     let randomness = [3u8; 32];
     for kind in [PostKind::Window, PostKind::Winning] {
-        let proof = PostProof {
-            kind,
-            sector_size: SectorSize::KIB2,
-            api_version: match kind {
-                PostKind::Winning => ApiVersion::V1_0_0,
-                PostKind::Window => ApiVersion::V1_1_0,
-            },
-        };
-        let config = proof.config();
-        let replica = PrivateReplicaInfo::<SectorShape2KiB>::new(
-            sealed.replica.clone(),
-            sealed.pre_commit.comm_r,
-            sealed.cache.clone(),
-        )
-        .unwrap();
-        let challenges = generate_fallback_sector_challenges::<SectorShape2KiB>(
-            &config,
-            &randomness,
-            &[sealed.sector_id],
-            sealed.prover_id,
-        )
-        .unwrap();
-        let vanilla = vec![
-            generate_single_vanilla_proof(
-                &config,
-                sealed.sector_id,
-                &replica,
-                &challenges[&sealed.sector_id],
-            )
-            .unwrap(),
-        ];
+        let proof = common::post_proof(kind);
+        let vanilla = common::post_vanilla(proof, randomness);
         let partitions =
             post::partitions(proof, &randomness, sealed.prover_id, &vanilla, dir).unwrap();
         let blank = post::blank_pce(proof).unwrap();

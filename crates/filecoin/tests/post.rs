@@ -12,54 +12,18 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bellperson::groth16::create_proof_batch;
 use cuzk_filecoin::post::{self, PostInput};
-use cuzk_filecoin::{
-    FilecoinError, PostKind, PostProof, SectorSize, VanillaEncoding, proofs_to_bytes,
-};
-use filecoin_proofs::{
-    FallbackPoStSectorProof, PrivateReplicaInfo, PublicReplicaInfo, SectorShape2KiB,
-    generate_fallback_sector_challenges, generate_single_vanilla_proof,
-};
-use storage_proofs_core::api_version::ApiVersion;
+use cuzk_filecoin::{FilecoinError, PostKind, PostProof, VanillaEncoding, proofs_to_bytes};
+use filecoin_proofs::{FallbackPoStSectorProof, PublicReplicaInfo, SectorShape2KiB};
 
 const RANDOMNESS: [u8; 32] = [9; 32];
 const JSON: VanillaEncoding = VanillaEncoding::Json;
 
 fn proof(kind: PostKind) -> PostProof {
-    PostProof {
-        kind,
-        sector_size: SectorSize::KIB2,
-        api_version: match kind {
-            PostKind::Winning => ApiVersion::V1_0_0,
-            PostKind::Window => ApiVersion::V1_1_0,
-        },
-    }
+    common::post_proof(kind)
 }
 
 fn vanilla(kind: PostKind) -> Vec<FallbackPoStSectorProof<SectorShape2KiB>> {
-    let sealed = common::sealed_2kib();
-    let config = proof(kind).config();
-    let replica = PrivateReplicaInfo::<SectorShape2KiB>::new(
-        sealed.replica.clone(),
-        sealed.pre_commit.comm_r,
-        sealed.cache.clone(),
-    )
-    .unwrap();
-    let challenges = generate_fallback_sector_challenges::<SectorShape2KiB>(
-        &config,
-        &RANDOMNESS,
-        &[sealed.sector_id],
-        sealed.prover_id,
-    )
-    .unwrap();
-    vec![
-        generate_single_vanilla_proof(
-            &config,
-            sealed.sector_id,
-            &replica,
-            &challenges[&sealed.sector_id],
-        )
-        .unwrap(),
-    ]
+    common::post_vanilla(proof(kind), RANDOMNESS)
 }
 
 fn post_matches_bellperson_and_filecoin_verifies(kind: PostKind) {

@@ -181,3 +181,25 @@ pub fn verify_seal(sealed: &SealedSector<SectorShape2KiB>, bytes: &[u8]) -> bool
     )
     .unwrap()
 }
+
+/// The daemon's status.
+pub async fn status(c: &mut cuzk_cli::client::Client) -> cuzk_cli::proto::StatusReply {
+    c.status(cuzk_cli::proto::StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// No job, nothing in flight, no working set, no pinned lease.
+pub fn idle(s: &cuzk_cli::proto::StatusReply) -> bool {
+    let m = s.memory.unwrap();
+    let p = s.pinned.unwrap();
+    s.jobs.is_empty()
+        && s.dispatch_in_flight == 0
+        && m.working_set_bytes == 0
+        && p.bytes_leased == 0
+        && p.leases_outstanding == 0
+        && s.queues
+            .iter()
+            .all(|q| q.waiting_jobs == 0 && q.admitted_jobs == 0 && q.queued_partitions == 0)
+}

@@ -10,11 +10,15 @@ use std::sync::OnceLock;
 use blstrs::Scalar;
 use cuzk_engine::{Backend, Engine, EngineConfig};
 use cuzk_filecoin::testing::{self, SealedSector, UpdatedSector};
-use cuzk_filecoin::{SealProof, SectorSize};
+use cuzk_filecoin::{PostKind, PostProof, SealProof, SectorSize};
 use ff::Field;
-use filecoin_proofs::SectorShape2KiB;
+use filecoin_proofs::{
+    FallbackPoStSectorProof, PrivateReplicaInfo, SectorShape2KiB,
+    generate_fallback_sector_challenges, generate_single_vanilla_proof,
+};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use storage_proofs_core::api_version::ApiVersion;
 
 /// Seed of the test parameters: a directory per seed, so generated
 /// parameters are reused by later runs (the file names are keyed by the
@@ -123,4 +127,48 @@ pub fn randomness(partitions: usize, seed: u64) -> Vec<(Scalar, Scalar)> {
     (0..partitions)
         .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
         .collect()
+}
+
+/// The 2 KiB PoSt proof of `kind` (WinningPoSt V1_0_0, WindowPoSt V1_1_0).
+pub fn post_proof(kind: PostKind) -> PostProof {
+    PostProof {
+        kind,
+        sector_size: SectorSize::KIB2,
+        api_version: match kind {
+            PostKind::Winning => ApiVersion::V1_0_0,
+            PostKind::Window => ApiVersion::V1_1_0,
+        },
+    }
+}
+
+/// The vanilla proof of [`sealed_2kib`] for a `proof` PoSt with
+/// `randomness`, as filecoin-proofs makes it.
+pub fn post_vanilla(
+    proof: PostProof,
+    randomness: [u8; 32],
+) -> Vec<FallbackPoStSectorProof<SectorShape2KiB>> {
+    let sealed = sealed_2kib();
+    let config = proof.config();
+    let replica = PrivateReplicaInfo::<SectorShape2KiB>::new(
+        sealed.replica.clone(),
+        sealed.pre_commit.comm_r,
+        sealed.cache.clone(),
+    )
+    .unwrap();
+    let challenges = generate_fallback_sector_challenges::<SectorShape2KiB>(
+        &config,
+        &randomness,
+        &[sealed.sector_id],
+        sealed.prover_id,
+    )
+    .unwrap();
+    vec![
+        generate_single_vanilla_proof(
+            &config,
+            sealed.sector_id,
+            &replica,
+            &challenges[&sealed.sector_id],
+        )
+        .unwrap(),
+    ]
 }
