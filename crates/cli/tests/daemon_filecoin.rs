@@ -68,6 +68,21 @@ async fn metrics(c: &mut Client) -> String {
         .text
 }
 
+/// Runs the `cuzk` binary: whether it succeeded, and what it printed.
+async fn cuzk(args: Vec<String>) -> (bool, String) {
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_cuzk"))
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
 /// The proof bytes `prove` makes in this process, on a fresh engine
 /// configured as the test daemons' engines are.
 async fn in_process(prove: impl FnOnce(&Engine) -> Vec<u8> + Send + 'static) -> Vec<u8> {
@@ -286,20 +301,8 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
         "--priority".into(),
         "critical".into(),
     ];
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_cuzk"))
-            .args(&args)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
+    let (success, text) = cuzk(args.to_vec()).await;
+    assert!(success, "{text}");
     assert!(text.contains("verified by the daemon"), "{text}");
     assert!(verify_window(&std::fs::read(&out_path).unwrap()));
 
@@ -384,17 +387,8 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
             "--daemon".into(),
             format!("unix:{}", socket.display()),
         ];
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_cuzk"))
-                .args(&args)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{action} {flag} {name}: {text}");
+        let (success, text) = cuzk(args.to_vec()).await;
+        assert!(success, "{action} {flag} {name}: {text}");
         assert!(text.contains(said), "{action} {flag} {name}: {text}");
     }
     let e = c
