@@ -38,6 +38,7 @@ pub mod porep;
 pub mod post;
 pub mod prove;
 pub mod sector;
+pub mod synthetic;
 pub mod testing;
 pub mod update;
 pub mod vanilla;

@@ -285,7 +285,7 @@ type PubInputs<'a, Tree> =
     <StackedDrg<'a, Tree, DefaultPieceHasher> as ProofScheme<'a>>::PublicInputs;
 
 /// Public parameters and inputs exactly as `seal_commit_phase2` makes them.
-fn setup<'a, Tree: 'static + MerkleTreeTrait>(
+pub(crate) fn setup<'a, Tree: 'static + MerkleTreeTrait>(
     config: &PoRepConfig,
     c1: Option<&SealCommitPhase1Output<Tree>>,
 ) -> Result<(PubParams<'a, Tree>, Option<PubInputs<'a, Tree>>)> {
@@ -362,7 +362,7 @@ pub fn partitions<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
-fn check_vanilla<Tree: 'static + MerkleTreeTrait>(
+pub(crate) fn check_vanilla<Tree: 'static + MerkleTreeTrait>(
     c1: &SealCommitPhase1Output<Tree>,
     proof: SealProof,
 ) -> Result<()> {

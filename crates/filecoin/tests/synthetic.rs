@@ -1,0 +1,162 @@
+//! The synthetic C1 (no sealed sector): its vanilla proofs pass
+//! storage-proofs' verifier at every tree shape, it is deterministic from
+//! its seed, and its C2 (2 KiB and 8 MiB) is bellperson's bytes and
+//! accepted by filecoin-proofs' `verify_seal`. Requests it cannot serve are
+//! refused with clear errors.
+
+mod common;
+
+use std::time::Instant;
+
+use bellperson::groth16::create_proof_batch;
+use cuzk_filecoin::porep::{self, generate_test_params};
+use cuzk_filecoin::synthetic::{self, generate_json};
+use cuzk_filecoin::{C1Output, SealProof, SealVersion, SectorSize, proofs_to_bytes};
+use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB};
+use storage_proofs_core::merkle::MerkleTreeTrait;
+
+fn proof(size: &str) -> SealProof {
+    SealProof::v1_1(size.parse::<SectorSize>().unwrap())
+}
+
+#[test]
+fn synthetic_c1s_pass_the_vanilla_verifier_at_every_tree_shape() {
+    common::init();
+    // Base (2 KiB, 8 MiB), Sub2 (4 KiB), Sub8 (16 KiB, as 32 GiB), Top2
+    // (32 KiB, as 64 GiB), and the full-size ones: only challenged paths
+    // are hashed, so 32 GiB costs about what 2 KiB does.
+    for size in ["2KiB", "4KiB", "16KiB", "32KiB", "8MiB", "32GiB", "64GiB"] {
+        let start = Instant::now();
+        let s = generate_json(proof(size), 5).unwrap();
+        // generate_json checked the vanilla proofs; so does the C2 path.
+        let c1 = C1Output::from_json(&s.json, None).unwrap();
+        assert_eq!(c1.proof(), proof(size));
+        assert_eq!(c1.partitions(), s.partitions);
+        c1.check_vanilla().unwrap();
+        let (comm_r, comm_d, seed, ticket) = c1.commitments();
+        assert_eq!((comm_r, comm_d, seed, ticket), (s.comm_r, s.comm_d, s.seed, s.ticket));
+        let config = proof(size).config().unwrap();
+        assert_eq!(s.partitions, usize::from(config.partitions));
+        assert!(s.challenges >= config.minimum_challenges(), "{size}");
+        eprintln!(
+            "{size}: {} partitions, {} challenges, {} bytes of JSON, {:.2?}",
+            s.partitions,
+            s.challenges,
+            s.json.len(),
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+fn a_synthetic_c1_follows_from_its_seed() {
+    common::init();
+    let a = generate_json(proof("2KiB"), 1).unwrap();
+    let b = generate_json(proof("2KiB"), 1).unwrap();
+    let c = generate_json(proof("2KiB"), 2).unwrap();
+    assert_eq!(a.json, b.json);
+    assert_eq!(a.prover_id, b.prover_id);
+    assert_ne!(a.comm_r, c.comm_r);
+    assert_ne!(a.sector_id, c.sector_id);
+
+    // An altered synthetic C1 is refused like any other.
+    let mut v: serde_json::Value = serde_json::from_slice(&a.json).unwrap();
+    let byte = &mut v["vanilla_proofs"][0][0]["replica_column_proofs"]["c_x"]["column"]["rows"][0]
+        [0];
+    *byte = (byte.as_u64().unwrap() ^ 1).into();
+    let altered = C1Output::from_json(&serde_json::to_vec(&v).unwrap(), None).unwrap();
+    let e = altered.check_vanilla().unwrap_err();
+    assert!(e.to_string().contains("do not verify"), "{e}");
+}
+
+#[test]
+fn what_the_generator_cannot_serve_is_refused_clearly() {
+    common::init();
+    for version in [
+        SealVersion::V1_1SyntheticPoRep,
+        SealVersion::V1_2NonInteractivePoRep,
+    ] {
+        let p = SealProof {
+            sector_size: SectorSize::KIB2,
+            version,
+        };
+        let e = generate_json(p, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("interactive PoRep") && e.contains("StackedDrg2KiBV1_1"),
+            "{e}"
+        );
+    }
+    let e = "3KiB".parse::<SectorSize>().unwrap_err().to_string();
+    assert!(e.contains("not one of"), "{e}");
+    let e = SectorSize::new(3 << 10).unwrap_err().to_string();
+    assert!(e.contains("3072"), "{e}");
+}
+
+/// C2 of a synthetic C1 through the engine: bellperson's bytes for the
+/// same circuits and (r, s), accepted by verify_seal.
+fn c2_is_bellperson_and_accepted<Tree: 'static + MerkleTreeTrait>(size: &str, seed: u64) {
+    let dir = common::init();
+    let proof = proof(size);
+    let start = Instant::now();
+    let generated = generate_test_params(proof, dir, common::PARAM_SEED).unwrap();
+    eprintln!(
+        "PoRep {size} parameters: {} in {:.2?}",
+        if generated { "generated" } else { "cached" },
+        start.elapsed()
+    );
+    let s = synthetic::generate::<Tree>(proof, seed).unwrap();
+    let json = serde_json::to_vec(&s.c1).unwrap();
+    let c1 = C1Output::from_json(&json, Some(proof)).unwrap();
+
+    let randomness = common::randomness(c1.partitions(), seed);
+    let start = Instant::now();
+    let c2 = c1
+        .prove(common::engine(), dir, Some(randomness.clone()))
+        .unwrap();
+    eprintln!("cuzk C2 {size}: {:.2?}", start.elapsed());
+
+    let partitions = porep::partitions(&s.c1, proof, dir).unwrap();
+    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
+    let (r, ss): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
+    let start = Instant::now();
+    let theirs = create_proof_batch(partitions.circuits, &params, r, ss).unwrap();
+    eprintln!("bellperson {size}: {:.2?}", start.elapsed());
+    assert_eq!(proofs_to_bytes(&theirs), c2.bytes, "not bellperson's bytes");
+
+    let config = proof.config().unwrap();
+    let verify = |bytes: &[u8]| {
+        filecoin_proofs::verify_seal::<Tree>(
+            &config,
+            s.c1.comm_r,
+            s.c1.comm_d,
+            s.prover_id,
+            s.sector_id.into(),
+            s.c1.ticket,
+            s.c1.seed,
+            bytes,
+        )
+    };
+    assert!(verify(&c2.bytes).unwrap(), "verify_seal refused the C2 proof");
+    // Another sector id: another replica id, so the same proof fails.
+    let other = filecoin_proofs::verify_seal::<Tree>(
+        &config,
+        s.c1.comm_r,
+        s.c1.comm_d,
+        s.prover_id,
+        (s.sector_id ^ 1).into(),
+        s.c1.ticket,
+        s.c1.seed,
+        &c2.bytes,
+    );
+    assert!(!matches!(other, Ok(true)), "accepted for another sector id");
+}
+
+#[test]
+fn synthetic_2kib_c2_is_bellperson_and_verify_seal_accepts_it() {
+    c2_is_bellperson_and_accepted::<SectorShape2KiB>("2KiB", 3);
+}
+
+#[test]
+fn synthetic_8mib_c2_is_bellperson_and_verify_seal_accepts_it() {
+    c2_is_bellperson_and_accepted::<SectorShape8MiB>("8MiB", 4);
+}
