@@ -142,6 +142,25 @@ enum Command {
     /// PCE directory (the engine's pce_cache_dir), where proofs of that circuit then read it
     /// instead of recording it.
     Pce(PceArgs),
+    /// Generate a PoRep commit phase 1 output (C1) without a sealed sector: consistent
+    /// vanilla proofs of any sector size, deterministic from a seed, for proving C2 at sizes
+    /// that cannot be sealed here. Writes the C1 JSON (with the prover and sector ids that
+    /// verify_seal needs) for `cuzk prove porep-c2`.
+    SyntheticC1(SyntheticC1Args),
+}
+
+/// `cuzk synthetic-c1`.
+#[derive(Debug, clap::Args)]
+struct SyntheticC1Args {
+    /// The registered seal proof, e.g. StackedDrg32GiBV1_1 (interactive PoRep).
+    #[arg(long)]
+    seal_proof: String,
+    /// Everything in the C1 follows from it.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The C1 JSON file to write (replaced atomically).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// `cuzk pce`: which circuit, and where its PCE goes.
@@ -325,7 +344,32 @@ fn run(cli: Cli) -> Result<()> {
         Command::Timeline(args) => cuzk_cli::commands::timeline(args),
         Command::Params(args) => cuzk_cli::commands::params(args),
         Command::Pce(args) => record_blank_pce(&args),
+        Command::SyntheticC1(args) => synthetic_c1(&args),
     }
+}
+
+/// `cuzk synthetic-c1`.
+fn synthetic_c1(args: &SyntheticC1Args) -> Result<()> {
+    let proof: cuzk_filecoin::SealProof = args.seal_proof.parse()?;
+    let s = cuzk_filecoin::synthetic::generate_json(proof, args.seed)?;
+    cuzk_groth16_cuda::write_atomically(&args.out, |w| std::io::Write::write_all(w, &s.json))?;
+    println!(
+        "wrote a synthetic {proof} C1 (seed {}) to {} in {:.3} s: {} partitions, {} challenges, \
+         {} bytes",
+        args.seed,
+        args.out.display(),
+        s.seconds,
+        s.partitions,
+        s.challenges,
+        s.json.len()
+    );
+    println!("prover_id  {}", hex::encode(s.prover_id));
+    println!("sector_id  {}", s.sector_id);
+    println!("comm_r     {}", hex::encode(s.comm_r));
+    println!("comm_d     {}", hex::encode(s.comm_d));
+    println!("ticket     {}", hex::encode(s.ticket));
+    println!("seed       {}", hex::encode(s.seed));
+    Ok(())
 }
 
 /// `cuzk pce`.

@@ -292,3 +292,69 @@ fn snap_deals_from_the_command_line() {
         "verify_empty_sector_update_proof refused the binary's proof"
     );
 }
+
+#[test]
+fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
+    let params = init();
+    let work = tempfile::tempdir().unwrap();
+    let c1 = work.path().join("c1.json");
+
+    // What the generator cannot serve: a clear error, no file.
+    for (proof, says) in [
+        ("StackedDrg3KiBV1_1", "unknown registered proof"),
+        (
+            "StackedDrg2KiBV1_1_Feat_SyntheticPoRep",
+            "makes interactive PoRep C1s",
+        ),
+    ] {
+        let out = cuzk(&["synthetic-c1", "--seal-proof", proof, "--out", s(&c1)]);
+        assert!(!out.status.success(), "{proof}");
+        assert!(text(&out).contains(says), "{}", text(&out));
+        assert!(!c1.exists());
+    }
+    let out = cuzk(&["synthetic-c1", "--seal-proof", "StackedDrg2KiBV1_1", "--seed", "x"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--seed"), "{}", text(&out));
+
+    let proof = SealProof::v1_1(SectorSize::KIB2);
+    cuzk_filecoin::porep::generate_test_params(proof, params, PARAM_SEED).unwrap();
+    let out = cuzk(&[
+        "synthetic-c1",
+        "--seal-proof",
+        "StackedDrg2KiBV1_1",
+        "--seed",
+        "9",
+        "--out",
+        s(&c1),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("1 partitions"), "{}", text(&out));
+
+    let proof_path = work.path().join("c2.proof");
+    let out = cuzk(&[
+        "prove",
+        "porep-c2",
+        "--c1",
+        s(&c1),
+        "--out",
+        s(&proof_path),
+        "--param-cache",
+        s(params),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&c1).unwrap()).unwrap();
+    let bytes32 = |key: &str| -> [u8; 32] { serde_json::from_value(v[key].clone()).unwrap() };
+    let accepted = filecoin_proofs::verify_seal::<SectorShape2KiB>(
+        &proof.config().unwrap(),
+        bytes32("comm_r"),
+        bytes32("comm_d"),
+        bytes32("prover_id"),
+        v["sector_id"].as_u64().unwrap().into(),
+        bytes32("ticket"),
+        bytes32("seed"),
+        &std::fs::read(&proof_path).unwrap(),
+    )
+    .unwrap();
+    assert!(accepted, "verify_seal refused the C2 of a synthetic C1");
+}

@@ -20,7 +20,7 @@ pub struct SectorSize(u64);
 
 /// The merkle tree shape of a sector size: which `Tree` type its proofs use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Shape {
+pub enum Shape {
     /// 2 KiB, 8 MiB, 512 MiB.
     Base,
     /// 4 KiB, 16 MiB, 1 GiB.
@@ -56,7 +56,7 @@ impl SectorSize {
         self.0 / 32
     }
 
-    pub(crate) fn shape(self) -> Shape {
+    pub fn shape(self) -> Shape {
         match self.0 {
             SECTOR_SIZE_2_KIB | SECTOR_SIZE_8_MIB | SECTOR_SIZE_512_MIB => Shape::Base,
             SECTOR_SIZE_4_KIB | SECTOR_SIZE_16_MIB | SECTOR_SIZE_1_GIB => Shape::Sub2,
