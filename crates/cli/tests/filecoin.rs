@@ -312,7 +312,13 @@ fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
         assert!(text(&out).contains(says), "{}", text(&out));
         assert!(!c1.exists());
     }
-    let out = cuzk(&["synthetic-c1", "--seal-proof", "StackedDrg2KiBV1_1", "--seed", "x"]);
+    let out = cuzk(&[
+        "synthetic-c1",
+        "--seal-proof",
+        "StackedDrg2KiBV1_1",
+        "--seed",
+        "x",
+    ]);
     assert!(!out.status.success());
     assert!(text(&out).contains("--seed"), "{}", text(&out));
 

@@ -103,8 +103,7 @@ fn peak_rss() -> u64 {
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -149,9 +148,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     let n = partitions.circuits.len();
 
     // The PCE on disk where the engine reads it.
-    let pce_path = args
-        .pce_dir
-        .join(cuzk_engine::pce_file::file_name(&shape));
+    let pce_path = args.pce_dir.join(cuzk_engine::pce_file::file_name(&shape));
     let mut pce = None;
     if !pce_path.exists() || args.fake_params {
         let blank = porep::blank_pce(proof)?;
@@ -177,7 +174,8 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         pce = Some(blank.pce);
     }
 
-    let mut config = EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
+    let mut config =
+        EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
     config.pce_cache_dir = Some(args.pce_dir.clone());
     if args.fake_params {
         // Fake parameters hold no verifying key that verifies anything.
@@ -225,16 +223,16 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     let c1 = if args.fake_params {
         None
     } else {
-        Some(C1Output::from_json(&serde_json::to_vec(&s.c1)?, Some(proof))?)
+        Some(C1Output::from_json(
+            &serde_json::to_vec(&s.c1)?,
+            Some(proof),
+        )?)
     };
     for job in 0..args.jobs {
-        let (proofs, report, timeline) = cuzk_engine::bench::measure(
-            &engine,
-            &shape_id,
-            &params,
-            n,
-            |i| circuits[(i as usize - 1) % n].clone(),
-        )?;
+        let (proofs, report, timeline) =
+            cuzk_engine::bench::measure(&engine, &shape_id, &params, n, |i| {
+                circuits[(i as usize - 1) % n].clone()
+            })?;
         ensure!(proofs.len() == n, "missing proofs");
         eprintln!("{}", report.summary);
         let verified = match &c1 {

@@ -1,4 +1,4 @@
-//! A PoRep C1 without a sealed sector: `SealCommitPhase1Output`s of any
+//! Filecoin inputs without a sealed sector. PoRep ([`generate`]): a C1 without a sealed sector: `SealCommitPhase1Output`s of any
 //! sector size whose vanilla proofs are consistent, deterministic from a
 //! seed, for proving C2 at sizes nobody here can seal (32 GiB and 64 GiB).
 //!
@@ -34,7 +34,9 @@ use std::time::Instant;
 
 use blstrs::Scalar as Fr;
 use filecoin_hashers::{Domain, HashFunction, Hasher};
-use filecoin_proofs::{DefaultPieceDomain, DefaultPieceHasher, SealCommitPhase1Output};
+use filecoin_proofs::{
+    DefaultPieceDomain, DefaultPieceHasher, FallbackPoStSectorProof, SealCommitPhase1Output,
+};
 use merkletree::hash::Algorithm;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -42,15 +44,17 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use storage_proofs_core::drgraph::Graph;
 use storage_proofs_core::merkle::{MerkleProof, MerkleTreeTrait};
+use storage_proofs_core::sector::SectorId;
 use storage_proofs_porep::stacked::{
     self, Column, ColumnProof, EncodingProof, LabelingProof, ReplicaColumnProof, TOTAL_PARENTS,
     generate_replica_id,
 };
+use storage_proofs_post::fallback;
 use typenum::Unsigned;
 
 use crate::error::{FilecoinError, Result};
 use crate::porep;
-use crate::sector::{SealProof, SealVersion};
+use crate::sector::{PostKind, PostProof, SealProof, SealVersion};
 
 const WHAT: &str = "synthetic C1";
 
@@ -103,7 +107,10 @@ fn json_for<Tree: 'static + MerkleTreeTrait>(
     let mut value = serde_json::to_value(&s.c1).map_err(to_json)?;
     if let Value::Object(map) = &mut value {
         map.insert("registered_proof".into(), proof.to_string().into());
-        map.insert("prover_id".into(), serde_json::to_value(s.prover_id).map_err(to_json)?);
+        map.insert(
+            "prover_id".into(),
+            serde_json::to_value(s.prover_id).map_err(to_json)?,
+        );
         map.insert("sector_id".into(), s.sector_id.into());
     }
     let json = serde_json::to_vec(&value).map_err(to_json)?;
@@ -185,10 +192,7 @@ pub fn generate<Tree: 'static + MerkleTreeTrait>(
         &config.porep_id,
     );
 
-    let pub_inputs = stacked::PublicInputs::<
-        <Tree::Hasher as Hasher>::Domain,
-        DefaultPieceDomain,
-    > {
+    let pub_inputs = stacked::PublicInputs::<<Tree::Hasher as Hasher>::Domain, DefaultPieceDomain> {
         replica_id,
         seed: Some(challenge_seed),
         tau: None,
@@ -222,21 +226,22 @@ pub fn generate<Tree: 'static + MerkleTreeTrait>(
     let mut parents_data: BTreeMap<usize, Vec<Vec<D<Tree>>>> = BTreeMap::new();
     for layer in 1..=layers {
         for &c in &challenged {
-            let label_of = |node: u32, layer: usize| -> Result<D<Tree>> {
-                let node = node as usize;
-                match labels.get(&node) {
-                    None => Ok(filler_label(node, layer)),
-                    Some(rows) => rows.get(layer - 1).copied().ok_or_else(|| {
-                        FilecoinError::BadInput {
-                            what: WHAT,
-                            detail: format!(
-                                "node {c} of {proof} has parent {node} not below it in layer \
+            let label_of =
+                |node: u32, layer: usize| -> Result<D<Tree>> {
+                    let node = node as usize;
+                    match labels.get(&node) {
+                        None => Ok(filler_label(node, layer)),
+                        Some(rows) => rows.get(layer - 1).copied().ok_or_else(|| {
+                            FilecoinError::BadInput {
+                                what: WHAT,
+                                detail: format!(
+                                    "node {c} of {proof} has parent {node} not below it in layer \
                                  {layer}; the generator cannot order their labels"
-                            ),
-                        }
-                    }),
-                }
-            };
+                                ),
+                            }
+                        }),
+                    }
+                };
             let p = &parents[&c];
             let mut data = Vec::with_capacity(p.len());
             for (i, &parent) in p.iter().enumerate() {
@@ -263,10 +268,12 @@ pub fn generate<Tree: 'static + MerkleTreeTrait>(
     for (&c, p) in &parents {
         for &node in std::iter::once(&(c as u32)).chain(p.iter()) {
             let node = node as usize;
-            columns.entry(node).or_insert_with(|| match labels.get(&node) {
-                Some(rows) => rows.clone(),
-                None => (1..=layers).map(|l| filler_label(node, l)).collect(),
-            });
+            columns
+                .entry(node)
+                .or_insert_with(|| match labels.get(&node) {
+                    Some(rows) => rows.clone(),
+                    None => (1..=layers).map(|l| filler_label(node, l)).collect(),
+                });
         }
     }
     let column = |node: usize| -> Result<Column<Tree::Hasher>> {
@@ -378,6 +385,187 @@ pub fn generate<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+/// Vanilla PoSt proofs of sectors that were never sealed, and what the
+/// verifiers need beside them.
+#[derive(Debug)]
+pub struct SyntheticPost<Tree: 'static + MerkleTreeTrait> {
+    pub proof: PostProof,
+    pub prover_id: [u8; 32],
+    pub randomness: [u8; 32],
+    /// Every sector's id and comm_r (the verifiers' replica infos).
+    pub replicas: Vec<(u64, [u8; 32])>,
+    /// One per sector, as filecoin-proofs' `generate_single_vanilla_proof`
+    /// makes them.
+    pub vanilla: Vec<FallbackPoStSectorProof<Tree>>,
+    pub seconds: f64,
+}
+
+/// [`SyntheticPost`] as a PoSt request file ([`crate::post::PostRequest`]
+/// JSON, plus `replicas`: `[{"sector_id", "comm_r"}]` for the verifiers).
+#[derive(Debug, Clone)]
+pub struct SyntheticPostJson {
+    pub proof: PostProof,
+    pub prover_id: [u8; 32],
+    pub randomness: [u8; 32],
+    pub replicas: Vec<(u64, [u8; 32])>,
+    pub json: Vec<u8>,
+    pub seconds: f64,
+}
+
+/// Generates a WinningPoSt or WindowPoSt request over `sectors` sectors
+/// from `seed` (see [`post_vanilla`]) as JSON.
+pub fn post_json(proof: PostProof, sectors: usize, seed: u64) -> Result<SyntheticPostJson> {
+    with_tree!(proof.sector_size, post_json_for(proof, sectors, seed))
+}
+
+fn post_json_for<Tree: 'static + MerkleTreeTrait>(
+    proof: PostProof,
+    sectors: usize,
+    seed: u64,
+) -> Result<SyntheticPostJson> {
+    let s = post_vanilla::<Tree>(proof, sectors, seed)?;
+    let json = crate::post::PostInput::request_json(
+        proof,
+        s.randomness,
+        s.prover_id,
+        &s.vanilla,
+        crate::vanilla::VanillaEncoding::Json,
+    )?;
+    let mut value: Value = serde_json::from_slice(&json).map_err(|e| FilecoinError::BadInput {
+        what: WHAT_POST,
+        detail: e.to_string(),
+    })?;
+    if let Value::Object(map) = &mut value {
+        let replicas = s
+            .replicas
+            .iter()
+            .map(|(id, comm_r)| serde_json::json!({"sector_id": id, "comm_r": comm_r}))
+            .collect();
+        map.insert("replicas".into(), Value::Array(replicas));
+    }
+    let json = serde_json::to_vec(&value).map_err(|e| FilecoinError::BadInput {
+        what: WHAT_POST,
+        detail: e.to_string(),
+    })?;
+    Ok(SyntheticPostJson {
+        proof,
+        prover_id: s.prover_id,
+        randomness: s.randomness,
+        replicas: s.replicas,
+        json,
+        seconds: s.seconds,
+    })
+}
+
+const WHAT_POST: &str = "synthetic PoSt";
+
+/// Vanilla PoSt proofs of `sectors` sectors that were never sealed,
+/// deterministic from `seed`: each sector's tree_r_last is sparse (its
+/// challenged leaves drawn from the seed, one filler leaf elsewhere), its
+/// comm_c drawn from the seed and comm_r = Poseidon(comm_c, comm_r_last);
+/// the challenges are filecoin-proofs' own for the prover id, randomness
+/// and sector ids. filecoin-proofs' `verify_winning_post` /
+/// `verify_window_post` accept their proofs given [`SyntheticPost::replicas`].
+pub fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
+    proof: PostProof,
+    sectors: usize,
+    seed: u64,
+) -> Result<SyntheticPost<Tree>> {
+    let start = Instant::now();
+    let _s = tracing::info_span!("synthetic_post", %proof, sectors, seed).entered();
+    let config = proof.config();
+    let max = match proof.kind {
+        PostKind::Winning => config.sector_count,
+        // Any number of partitions; a bound that keeps the request sane.
+        PostKind::Window => config.sector_count * 64,
+    };
+    if sectors == 0 || sectors > max {
+        return Err(FilecoinError::BadInput {
+            what: WHAT_POST,
+            detail: format!(
+                "{sectors} sectors asked for; a {proof} request over synthetic sectors holds 1 to \
+                 {max}"
+            ),
+        });
+    }
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut prover_id = [0u8; 32];
+    rng.fill(&mut prover_id[..]);
+    prover_id[31] &= 0x3f;
+    let mut randomness = [0u8; 32];
+    rng.fill(&mut randomness[..]);
+    randomness[31] &= 0x3f;
+    let mut key = [0u8; 32];
+    rng.fill(&mut key[..]);
+    let fill = Filler { key };
+    let first: u64 = rng.gen_range(0..1 << 40);
+    let ids: Vec<SectorId> = (0..sectors as u64)
+        .map(|i| SectorId::from(first + i))
+        .collect();
+    let challenges = filecoin_proofs::generate_fallback_sector_challenges::<Tree>(
+        &config,
+        &randomness,
+        &ids,
+        prover_id,
+    )
+    .map_err(FilecoinError::proofs("PoSt challenges"))?;
+
+    type D<T> = <<T as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+    let nodes = proof.sector_size.nodes() as usize;
+    let (arities, segments) = tree_shape::<Tree>(nodes)?;
+    let mut replicas = Vec::with_capacity(sectors);
+    let mut vanilla = Vec::with_capacity(sectors);
+    for id in ids {
+        let sector = u64::from(id);
+        let leaves_of = challenges.get(&id).ok_or_else(|| FilecoinError::Proofs {
+            context: "PoSt challenges",
+            message: format!("none for sector {sector}"),
+        })?;
+        let leaves = leaves_of
+            .iter()
+            .map(|&c| {
+                (
+                    c as usize,
+                    D::<Tree>::from(fill.repr(b"replica", sector, c)),
+                )
+            })
+            .collect();
+        let tree = SparseTree::<Tree::Hasher>::new(
+            &arities,
+            &segments,
+            fill.repr(b"post tree_r_last", sector, 0).into(),
+            leaves,
+        )?;
+        let comm_c: D<Tree> = fill.repr(b"comm_c", sector, 0).into();
+        let comm_r_last = tree.root();
+        let comm_r =
+            <<Tree::Hasher as Hasher>::Function as HashFunction<_>>::hash2(&comm_c, &comm_r_last);
+        let inclusion_proofs = leaves_of.iter().map(|&c| tree.proof(c as usize)).collect();
+        replicas.push((sector, commitment(&comm_r)));
+        vanilla.push(FallbackPoStSectorProof {
+            sector_id: id,
+            comm_r,
+            vanilla_proof: fallback::Proof {
+                sectors: vec![fallback::SectorProof {
+                    inclusion_proofs,
+                    comm_c,
+                    comm_r_last,
+                }],
+            },
+        });
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    tracing::info!(%proof, sectors, seconds, "synthetic PoSt vanilla proofs generated");
+    Ok(SyntheticPost {
+        proof,
+        prover_id,
+        randomness,
+        replicas,
+        vanilla,
+        seconds,
+    })
+}
+
 fn commitment<D: Domain>(d: &D) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(d.as_ref());
@@ -439,9 +627,7 @@ fn tree_shape<Tree: MerkleTreeTrait>(nodes: usize) -> Result<(Vec<usize>, Vec<us
     if per_base != 1 {
         return Err(FilecoinError::BadInput {
             what: WHAT,
-            detail: format!(
-                "{nodes} nodes do not make a tree of arities {base}/{sub}/{top}"
-            ),
+            detail: format!("{nodes} nodes do not make a tree of arities {base}/{sub}/{top}"),
         });
     }
     let mut arities = vec![base; height];
@@ -580,12 +766,10 @@ mod tests {
             .iter()
             .map(|&i| (i, D::from(fill.repr(b"leaf", i as u64, 0))))
             .collect();
-        let sparse = SparseTree::<PoseidonHasher>::new(&[8, 8], &[2], filler, known.clone())
-            .unwrap();
+        let sparse =
+            SparseTree::<PoseidonHasher>::new(&[8, 8], &[2], filler, known.clone()).unwrap();
         // The same tree hashed in full.
-        let mut level: Vec<D> = (0..64)
-            .map(|i| *known.get(&i).unwrap_or(&filler))
-            .collect();
+        let mut level: Vec<D> = (0..64).map(|i| *known.get(&i).unwrap_or(&filler)).collect();
         let mut f = <PoseidonHasher as Hasher>::Function::default();
         for height in 0..2 {
             level = level

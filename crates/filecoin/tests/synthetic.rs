@@ -6,13 +6,17 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use bellperson::groth16::create_proof_batch;
 use cuzk_filecoin::porep::{self, generate_test_params};
+use cuzk_filecoin::post::{self, PostInput};
 use cuzk_filecoin::synthetic::{self, generate_json};
-use cuzk_filecoin::{C1Output, SealProof, SealVersion, SectorSize, proofs_to_bytes};
-use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB};
+use cuzk_filecoin::{
+    C1Output, PostKind, PostProof, SealProof, SealVersion, SectorSize, proofs_to_bytes,
+};
+use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB, SectorShape8MiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
 fn proof(size: &str) -> SealProof {
@@ -34,7 +38,10 @@ fn synthetic_c1s_pass_the_vanilla_verifier_at_every_tree_shape() {
         assert_eq!(c1.partitions(), s.partitions);
         c1.check_vanilla().unwrap();
         let (comm_r, comm_d, seed, ticket) = c1.commitments();
-        assert_eq!((comm_r, comm_d, seed, ticket), (s.comm_r, s.comm_d, s.seed, s.ticket));
+        assert_eq!(
+            (comm_r, comm_d, seed, ticket),
+            (s.comm_r, s.comm_d, s.seed, s.ticket)
+        );
         let config = proof(size).config().unwrap();
         assert_eq!(s.partitions, usize::from(config.partitions));
         assert!(s.challenges >= config.minimum_challenges(), "{size}");
@@ -61,8 +68,8 @@ fn a_synthetic_c1_follows_from_its_seed() {
 
     // An altered synthetic C1 is refused like any other.
     let mut v: serde_json::Value = serde_json::from_slice(&a.json).unwrap();
-    let byte = &mut v["vanilla_proofs"][0][0]["replica_column_proofs"]["c_x"]["column"]["rows"][0]
-        [0];
+    let byte =
+        &mut v["vanilla_proofs"][0][0]["replica_column_proofs"]["c_x"]["column"]["rows"][0][0];
     *byte = (byte.as_u64().unwrap() ^ 1).into();
     let altered = C1Output::from_json(&serde_json::to_vec(&v).unwrap(), None).unwrap();
     let e = altered.check_vanilla().unwrap_err();
@@ -136,7 +143,10 @@ fn c2_is_bellperson_and_accepted<Tree: 'static + MerkleTreeTrait>(size: &str, se
             bytes,
         )
     };
-    assert!(verify(&c2.bytes).unwrap(), "verify_seal refused the C2 proof");
+    assert!(
+        verify(&c2.bytes).unwrap(),
+        "verify_seal refused the C2 proof"
+    );
     // Another sector id: another replica id, so the same proof fails.
     let other = filecoin_proofs::verify_seal::<Tree>(
         &config,
@@ -159,4 +169,93 @@ fn synthetic_2kib_c2_is_bellperson_and_verify_seal_accepts_it() {
 #[test]
 fn synthetic_8mib_c2_is_bellperson_and_verify_seal_accepts_it() {
     c2_is_bellperson_and_accepted::<SectorShape8MiB>("8MiB", 4);
+}
+
+/// A synthetic PoSt request of `sectors` 2 KiB sectors proved through the
+/// engine: bellperson's bytes, accepted by filecoin-proofs' verifier.
+fn synthetic_post_proves_and_verifies(kind: PostKind, sectors: usize) {
+    let dir = common::init();
+    let proof = common::post_proof(kind);
+    post::generate_test_params(proof, dir, common::PARAM_SEED).unwrap();
+    let s = synthetic::post_json(proof, sectors, 8).unwrap();
+    assert_eq!(s.replicas.len(), sectors);
+    let input = PostInput::from_json(&s.json, Some(kind)).unwrap();
+    let typed = synthetic::post_vanilla::<SectorShape2KiB>(proof, sectors, 8).unwrap();
+    let partitions =
+        post::partitions(proof, &s.randomness, s.prover_id, &typed.vanilla, dir).unwrap();
+    let randomness = common::randomness(partitions.circuits.len(), 6);
+    let ours = input
+        .prove(common::engine(), dir, Some(randomness.clone()))
+        .unwrap();
+    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
+    let (r, ss): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
+    let theirs = create_proof_batch(partitions.circuits, &params, r, ss).unwrap();
+    assert_eq!(
+        proofs_to_bytes(&theirs),
+        ours.bytes,
+        "{proof}: not bellperson's bytes"
+    );
+
+    let replicas: Vec<_> = s
+        .replicas
+        .iter()
+        .map(|&(id, comm_r)| (id.into(), PublicReplicaInfo::new(comm_r).unwrap()))
+        .collect();
+    let config = proof.config();
+    let accepted = match kind {
+        PostKind::Winning => filecoin_proofs::verify_winning_post::<SectorShape2KiB>(
+            &config,
+            &s.randomness,
+            &replicas,
+            s.prover_id,
+            &ours.bytes,
+        ),
+        PostKind::Window => filecoin_proofs::verify_window_post::<SectorShape2KiB>(
+            &config,
+            &s.randomness,
+            &replicas.into_iter().collect::<BTreeMap<_, _>>(),
+            s.prover_id,
+            &ours.bytes,
+        ),
+    }
+    .unwrap();
+    assert!(
+        accepted,
+        "filecoin-proofs refused the {proof} of synthetic sectors"
+    );
+    assert!(input.verify(dir, &ours.bytes).unwrap());
+}
+
+#[test]
+fn synthetic_window_post_of_three_sectors_verifies() {
+    // 2 KiB WindowPoSt holds 2 sectors per partition: 2 partitions, the
+    // second padded as filecoin-proofs pads it.
+    synthetic_post_proves_and_verifies(PostKind::Window, 3);
+}
+
+#[test]
+fn synthetic_winning_post_verifies() {
+    synthetic_post_proves_and_verifies(PostKind::Winning, 1);
+}
+
+#[test]
+fn synthetic_post_sizes_it_cannot_serve_are_refused() {
+    common::init();
+    for (kind, sectors) in [(PostKind::Winning, 2), (PostKind::Window, 0)] {
+        let e = synthetic::post_json(common::post_proof(kind), sectors, 1)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("{sectors} sectors asked for")), "{e}");
+    }
+    // Full size costs little: only the challenged paths are hashed.
+    let proof: PostProof = "StackedDrgWindow32GiBV1_1".parse().unwrap();
+    let start = Instant::now();
+    let s = synthetic::post_json(proof, 2349, 1).unwrap();
+    let input = PostInput::from_json(&s.json, Some(PostKind::Window)).unwrap();
+    assert_eq!(input.partitions().unwrap(), 1);
+    eprintln!(
+        "WindowPoSt 32 GiB, 2349 sectors: {} bytes of JSON in {:.2?}",
+        s.json.len(),
+        start.elapsed()
+    );
 }
