@@ -46,11 +46,20 @@ enum Command {
         #[arg(long, conflicts_with = "fake")]
         gpu: bool,
         /// Built-in circuit, e.g. `porep:12` (see `cuzk circuits`).
-        #[arg(long)]
-        circuit: CircuitSpec,
-        /// Where to write the parameters.
+        #[arg(long, required_unless_present_any = ["seal_proof", "post_proof", "update_proof"])]
+        circuit: Option<CircuitSpec>,
+        #[command(flatten)]
+        filecoin: FilecoinCircuit,
+        /// Where to write the parameters: a file for a built-in circuit; for a Filecoin circuit
+        /// a parameter directory, where they go under filecoin-proofs' names (.params, .vk,
+        /// .meta).
         #[arg(long)]
         out: PathBuf,
+        /// For a Filecoin circuit: a PCE directory (the engine's pce_cache_dir). Its PCE is
+        /// read from there if it is there, else recorded from the blank circuit and written
+        /// there.
+        #[arg(long)]
+        pce_dir: Option<PathBuf>,
         /// Seed for the toxic waste, for reproducible test parameters. Without it the
         /// parameters come from the operating system's randomness.
         #[arg(long)]
@@ -147,6 +156,21 @@ enum Command {
     /// that cannot be sealed here. Writes the C1 JSON (with the prover and sector ids that
     /// verify_seal needs) for `cuzk prove porep-c2`.
     SyntheticC1(SyntheticC1Args),
+}
+
+/// A Filecoin circuit named by its registered proof.
+#[derive(Debug, clap::Args)]
+#[group(multiple = false, conflicts_with = "circuit")]
+struct FilecoinCircuit {
+    /// The PoRep C2 circuit of a registered seal proof, e.g. StackedDrg32GiBV1_1.
+    #[arg(long)]
+    seal_proof: Option<String>,
+    /// The PoSt circuit of a registered PoSt proof, e.g. StackedDrgWindow32GiBV1_1.
+    #[arg(long)]
+    post_proof: Option<String>,
+    /// The SnapDeals circuit of a registered update proof, e.g. StackedDrg32GiBV1.
+    #[arg(long)]
+    update_proof: Option<String>,
 }
 
 /// `cuzk synthetic-c1`.
@@ -250,9 +274,19 @@ fn run(cli: Cli) -> Result<()> {
             fake,
             gpu,
             circuit,
+            filecoin,
             out,
+            pce_dir,
             seed,
         } => {
+            let Some(circuit) = circuit else {
+                return setup_filecoin(&filecoin, fake, gpu, seed, &out, pce_dir.as_deref());
+            };
+            if pce_dir.is_some() {
+                bail!(
+                    "--pce-dir is for Filecoin circuits (--seal-proof, --post-proof, --update-proof)"
+                );
+            }
             let start = Instant::now();
             if gpu {
                 return setup_gpu(&circuit, seed, &out);
@@ -346,6 +380,110 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pce(args) => record_blank_pce(&args),
         Command::SyntheticC1(args) => synthetic_c1(&args),
     }
+}
+
+/// `cuzk setup --seal-proof|--post-proof|--update-proof NAME --out DIR`.
+fn setup_filecoin(
+    which: &FilecoinCircuit,
+    fake: bool,
+    gpu: bool,
+    seed: Option<u64>,
+    dir: &Path,
+    pce_dir: Option<&Path>,
+) -> Result<()> {
+    use cuzk_filecoin::params::Setup;
+    let start = Instant::now();
+    if gpu {
+        // Before the circuit is recorded, which takes minutes at full size.
+        cuzk_groth16_cuda::cuda::Gpu::get(0)
+            .context("cuzk setup --gpu needs a CUDA GPU; leave out --gpu to generate on the CPU")?;
+    }
+    let (files, sector_size) = match (&which.seal_proof, &which.post_proof, &which.update_proof) {
+        (Some(n), _, _) => {
+            let p: cuzk_filecoin::SealProof = n.parse()?;
+            (
+                cuzk_filecoin::porep::param_files_for(p, dir)?,
+                p.sector_size,
+            )
+        }
+        (_, Some(n), _) => {
+            let p: cuzk_filecoin::PostProof = n.parse()?;
+            (cuzk_filecoin::post::param_files_for(p, dir)?, p.sector_size)
+        }
+        (_, _, Some(n)) => {
+            let p: cuzk_filecoin::UpdateProof = n.parse()?;
+            (
+                cuzk_filecoin::update::param_files_for(p, dir)?,
+                p.sector_size(),
+            )
+        }
+        _ => bail!("give --circuit, --seal-proof, --post-proof or --update-proof"),
+    };
+    let shape = cuzk_filecoin::shape_id(&files);
+    let on_disk = pce_dir
+        .map(|d| d.join(cuzk_engine::pce_file::file_name(&shape)))
+        .filter(|p| p.is_file());
+    let pce = match on_disk {
+        Some(path) => {
+            let t = Instant::now();
+            let pce = cuzk_engine::pce_file::read_pce(&path, &shape, None)?;
+            println!(
+                "read the PCE from {} in {:.3} s",
+                path.display(),
+                t.elapsed().as_secs_f64()
+            );
+            pce
+        }
+        None => {
+            let blank = match (&which.seal_proof, &which.post_proof) {
+                (Some(n), _) => cuzk_filecoin::porep::blank_pce(n.parse()?),
+                (_, Some(n)) => cuzk_filecoin::post::blank_pce(n.parse()?),
+                _ => cuzk_filecoin::update::blank_pce(
+                    which.update_proof.as_deref().unwrap_or_default().parse()?,
+                ),
+            }?;
+            println!(
+                "recorded the blank circuit in {:.3} s ({} constraints)",
+                blank.record_seconds,
+                blank.pce.num_constraints()
+            );
+            if let Some(d) = pce_dir {
+                let t = Instant::now();
+                let path = blank.write_to(d)?;
+                println!(
+                    "wrote the PCE to {} in {:.3} s",
+                    path.display(),
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            blank.pce
+        }
+    };
+    let how = match (fake, gpu) {
+        (true, _) => Setup::Fake,
+        (_, true) => Setup::Gpu(0),
+        _ => Setup::Cpu,
+    };
+    let done = cuzk_filecoin::params::setup_from_pce(&files, &pce, sector_size.bytes(), seed, how)?;
+    println!(
+        "wrote {}parameters for {} to {} ({:.2} GB) in {:.3} s on {}; {:.3} s in all{}",
+        if fake { "FAKE " } else { "" },
+        files.id,
+        files.params.display(),
+        done.params_bytes as f64 / 1e9,
+        done.seconds,
+        done.backend,
+        start.elapsed().as_secs_f64(),
+        if fake {
+            ": for timing only, proofs made with them never verify"
+        } else {
+            ""
+        }
+    );
+    if let Some(peak) = peak_rss() {
+        println!("peak resident memory: {peak}");
+    }
+    Ok(())
 }
 
 /// `cuzk synthetic-c1`.

@@ -364,3 +364,102 @@ fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
     .unwrap();
     assert!(accepted, "verify_seal refused the C2 of a synthetic C1");
 }
+
+#[test]
+fn setup_writes_a_filecoin_circuits_parameters_under_filecoin_proofs_names() {
+    let params = init();
+    let work = tempfile::tempdir().unwrap();
+    let proof = PostProof {
+        kind: PostKind::Window,
+        sector_size: SectorSize::KIB2,
+        api_version: ApiVersion::V1_1_0,
+    };
+    // The library's seeded test parameters (bellperson's bytes for the seed).
+    post::generate_test_params(proof, params, PARAM_SEED).unwrap();
+    let theirs = post::param_files_for(proof, params).unwrap();
+
+    let dir = work.path().join("params");
+    let pce = work.path().join("pce");
+    let seed = PARAM_SEED.to_string();
+    let out = cuzk(&[
+        "setup",
+        "--post-proof",
+        "StackedDrgWindow2KiBV1_1",
+        "--seed",
+        &seed,
+        "--out",
+        s(&dir),
+        "--pce-dir",
+        s(&pce),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("recorded the blank circuit"),
+        "{}",
+        text(&out)
+    );
+    let ours = post::param_files_for(proof, &dir).unwrap();
+    for (a, b) in [
+        (&ours.params, &theirs.params),
+        (&ours.vk, &theirs.vk),
+        (&ours.meta, &theirs.meta),
+    ] {
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{} differs from {}",
+            a.display(),
+            b.display()
+        );
+    }
+    assert_eq!(std::fs::read_dir(&pce).unwrap().count(), 1);
+
+    // Fake ones, from the PCE now on disk: same names, marked fake.
+    let fake_dir = work.path().join("fake");
+    let out = cuzk(&[
+        "setup",
+        "--fake",
+        "--post-proof",
+        "StackedDrgWindow2KiBV1_1",
+        "--out",
+        s(&fake_dir),
+        "--pce-dir",
+        s(&pce),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = text(&out);
+    assert!(t.contains("read the PCE from") && t.contains("FAKE"), "{t}");
+    let fake = post::param_files_for(proof, &fake_dir).unwrap();
+    let vk = cuzk_groth16_cuda::read_verifying_key(&fake.params).unwrap();
+    assert!(cuzk_groth16_cuda::fake::is_fake(&vk));
+    assert!(fake.vk.is_file() && fake.meta.is_file());
+
+    // A name that is not a registered proof, and --pce-dir without one.
+    let out = cuzk(&[
+        "setup",
+        "--post-proof",
+        "StackedDrgWindow3KiBV1_1",
+        "--out",
+        s(&dir),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("StackedDrgWindow3KiBV1_1"),
+        "{}",
+        text(&out)
+    );
+    let out = cuzk(&[
+        "setup",
+        "--circuit",
+        "porep:8",
+        "--out",
+        s(&work.path().join("x.params")),
+        "--pce-dir",
+        s(&pce),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("--pce-dir is for Filecoin circuits"),
+        "{}",
+        text(&out)
+    );
+}

@@ -13,7 +13,8 @@
 //!
 //! What it prints and records: synthetic C1 time; the blank PCE recorded
 //! (or found in `--pce-dir`) and written there, so the engine reads it from
-//! disk as a daemon does; the fake parameters' time; one warm-up partition
+//! disk as a daemon does; the fake parameters' time (also with real
+//! parameters under `--time-fake-params`, made and dropped); one warm-up partition
 //! (PCE read, parameters uploaded; not measured); then `--jobs` C2 proofs
 //! (all partitions each) measured: seconds per C2, per-partition stage
 //! medians, the device's busy fraction, peak host RSS, and the Chrome trace
@@ -35,6 +36,7 @@ struct Args {
     seed: u64,
     jobs: usize,
     fake_params: bool,
+    time_fake_params: bool,
     param_cache: Option<PathBuf>,
     pce_dir: PathBuf,
     out: Option<PathBuf>,
@@ -48,6 +50,7 @@ fn args() -> Result<Args> {
         seed: 1,
         jobs: 1,
         fake_params: false,
+        time_fake_params: false,
         param_cache: None,
         pce_dir: std::env::temp_dir().join("cuzk-c2-bench-pce"),
         out: None,
@@ -62,6 +65,7 @@ fn args() -> Result<Args> {
             "--seed" => a.seed = value()?.parse()?,
             "--jobs" => a.jobs = value()?.parse()?,
             "--fake-params" => a.fake_params = true,
+            "--time-fake-params" => a.time_fake_params = true,
             "--param-cache" => a.param_cache = Some(value()?.into()),
             "--pce-dir" => a.pce_dir = value()?.into(),
             "--out" => a.out = Some(value()?.into()),
@@ -74,7 +78,7 @@ fn args() -> Result<Args> {
             "--help" | "-h" => {
                 println!(
                     "c2_bench --seal-proof NAME [--seed N] (--fake-params | --param-cache DIR) \
-                     [--pce-dir DIR] [--jobs N] [--out DIR] [--engine key=value ...] \
+                     [--time-fake-params] [--pce-dir DIR] [--jobs N] [--out DIR] [--engine key=value ...] \
                      [--json REV CMD]"
                 );
                 std::process::exit(0);
@@ -147,10 +151,23 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     let shape = shape_id(&partitions.params);
     let n = partitions.circuits.len();
 
-    // The PCE on disk where the engine reads it.
+    // The PCE on disk where the engine reads it: read from there if it is
+    // there, else recorded from the blank circuit and written there.
     let pce_path = args.pce_dir.join(cuzk_engine::pce_file::file_name(&shape));
+    let want_pce = args.fake_params || args.time_fake_params;
     let mut pce = None;
-    if !pce_path.exists() || args.fake_params {
+    if pce_path.exists() {
+        if want_pce {
+            let t = Instant::now();
+            pce = Some(cuzk_engine::pce_file::read_pce(&pce_path, &shape, None)?);
+            result(
+                "pce_read",
+                "s",
+                t.elapsed().as_secs_f64(),
+                pce_path.display().to_string(),
+            );
+        }
+    } else {
         let blank = porep::blank_pce(proof)?;
         result(
             "pce_record",
@@ -161,31 +178,27 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
                 blank.pce.num_constraints()
             ),
         );
-        if !pce_path.exists() {
-            let t = Instant::now();
-            blank.write_to(&args.pce_dir)?;
-            result(
-                "pce_write",
-                "s",
-                t.elapsed().as_secs_f64(),
-                pce_path.display().to_string(),
-            );
+        let t = Instant::now();
+        blank.write_to(&args.pce_dir)?;
+        result(
+            "pce_write",
+            "s",
+            t.elapsed().as_secs_f64(),
+            pce_path.display().to_string(),
+        );
+        if want_pce {
+            pce = Some(blank.pce);
         }
-        pce = Some(blank.pce);
     }
 
     let mut config =
         EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
     config.pce_cache_dir = Some(args.pce_dir.clone());
-    if args.fake_params {
-        // Fake parameters hold no verifying key that verifies anything.
-        config.params_subgroup_check = false;
-    }
     let engine = Engine::new(config)?;
-    let params = if args.fake_params {
-        let pce = pce.take().context("the PCE for fake parameters")?;
+    let mut fake = None;
+    if let Some(pce) = pce.take() {
         let t = Instant::now();
-        let fake = cuzk_groth16_cuda::fake::fake_params(&pce, 1);
+        let made = cuzk_groth16_cuda::fake::fake_params(&pce, 1);
         result(
             "fake_params",
             "s",
@@ -193,20 +206,24 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             format!(
                 "in memory, {} threads: h {}, l {}, a {}, b_g1 {}, b_g2 {} points",
                 rayon::current_num_threads(),
-                fake.h.len(),
-                fake.l.len(),
-                fake.a.len(),
-                fake.b_g1.len(),
-                fake.b_g2.len()
+                made.h.len(),
+                made.l.len(),
+                made.a.len(),
+                made.b_g1.len(),
+                made.b_g2.len()
             ),
         );
-        drop(pce);
-        let key = format!("fake {shape}");
-        engine.register_params(key.clone(), Arc::new(fake))?;
-        ParamsRef::Key(key)
-    } else {
-        drop(pce);
-        ParamsRef::File(partitions.params.existing_params()?.to_owned())
+        if args.fake_params {
+            fake = Some(made);
+        }
+    }
+    let params = match fake {
+        Some(fake) => {
+            let key = format!("fake {shape}");
+            engine.register_params(key.clone(), Arc::new(fake))?;
+            ParamsRef::Key(key)
+        }
+        None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
     };
 
     let shape_id = ShapeId(shape.clone());

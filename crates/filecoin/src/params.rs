@@ -114,6 +114,50 @@ where
     if files.params.is_file() && files.vk.is_file() && files.meta.is_file() {
         return Ok(false);
     }
+    let pce = cuzk_synth::Pce::record(blank).map_err(|e| FilecoinError::Proofs {
+        context: "recording the circuit for its parameters",
+        message: e.to_string(),
+    })?;
+    let gpu = cuzk_gpu_sched::discover().is_ok_and(|d| !d.is_empty());
+    let how = if gpu { Setup::Gpu(0) } else { Setup::Cpu };
+    setup_from_pce(files, &pce, pub_params.sector_size(), Some(seed), how)?;
+    Ok(true)
+}
+
+/// How [`setup_from_pce`] makes the parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Setup {
+    /// cuzk-groth16-cuda's generator on this GPU, the CPU if it fails.
+    Gpu(usize),
+    /// The same generator on every CPU core.
+    Cpu,
+    /// Fake parameters: the right counts of cheap pseudo-random points, for
+    /// timing only (proofs made with them never verify; cuzk says so).
+    Fake,
+}
+
+/// What [`setup_from_pce`] made.
+#[derive(Debug, Clone)]
+pub struct SetupDone {
+    /// `gpu 0 (<name>)`, `cpu` or `fake`.
+    pub backend: String,
+    pub params_bytes: u64,
+    pub seconds: f64,
+}
+
+/// Makes the parameters of the circuit recorded in `pce` and writes
+/// `.params`, `.vk` and `.meta` atomically under `files` (replacing what is
+/// there), as filecoin-proofs names them. `seed` fixes the toxic waste
+/// (test parameters, the bytes bellperson's `generate_random_parameters`
+/// writes with `ChaCha20Rng::seed_from_u64(seed)`); `None` draws it from
+/// the operating system.
+pub fn setup_from_pce(
+    files: &ParamFiles,
+    pce: &cuzk_synth::Pce,
+    sector_size: u64,
+    seed: Option<u64>,
+    how: Setup,
+) -> Result<SetupDone> {
     if let Some(dir) = files.params.parent() {
         fs::create_dir_all(dir).map_err(|source| FilecoinError::Io {
             path: dir.to_owned(),
@@ -121,36 +165,56 @@ where
         })?;
     }
     let failed = |e: cuzk_groth16_cuda::Groth16Error| FilecoinError::Proofs {
-        context: "generating test parameters",
+        context: "generating parameters",
         message: e.to_string(),
     };
     let start = Instant::now();
-    let pce = cuzk_synth::Pce::record(blank).map_err(|e| FilecoinError::Proofs {
-        context: "recording the circuit for its parameters",
-        message: e.to_string(),
-    })?;
-    let waste = ToxicWaste::from_seed(seed);
-    let gpu = cuzk_gpu_sched::discover().is_ok_and(|d| !d.is_empty());
-    let report = match gpu {
-        true => generate_parameters_file(&files.params, &pce, &waste, &SetupOptions::gpu(0))
-            .or_else(|e| {
-                tracing::warn!(error = %e, "GPU parameter generation failed; using the CPU");
-                generate_parameters_file(&files.params, &pce, &waste, &SetupOptions::cpu())
-            }),
-        false => generate_parameters_file(&files.params, &pce, &waste, &SetupOptions::cpu()),
-    }
-    .map_err(failed)?;
-    tracing::info!(
-        id = %files.id,
-        backend = %report.backend,
-        constraints = report.num_constraints,
-        elapsed = ?start.elapsed(),
-        "generated test parameters"
-    );
+    let waste = match seed {
+        Some(seed) => ToxicWaste::from_seed(seed),
+        None => {
+            use rand::SeedableRng;
+            ToxicWaste::random(&mut rand_chacha::ChaCha20Rng::from_entropy())
+        }
+    };
+    let backend = match how {
+        Setup::Fake => {
+            cuzk_groth16_cuda::fake::write_fake_params(&files.params, pce, seed.unwrap_or(0))
+                .map_err(failed)?;
+            "fake".to_owned()
+        }
+        Setup::Gpu(ordinal) => {
+            generate_parameters_file(&files.params, pce, &waste, &SetupOptions::gpu(ordinal))
+                .or_else(|e| {
+                    tracing::warn!(error = %e, "GPU parameter generation failed; using the CPU");
+                    generate_parameters_file(&files.params, pce, &waste, &SetupOptions::cpu())
+                })
+                .map_err(failed)?
+                .backend
+        }
+        Setup::Cpu => {
+            generate_parameters_file(&files.params, pce, &waste, &SetupOptions::cpu())
+                .map_err(failed)?
+                .backend
+        }
+    };
     let vk = cuzk_groth16_cuda::read_verifying_key(&files.params).map_err(failed)?;
     cuzk_groth16_cuda::write_atomically(&files.vk, |w| vk.write(w)).map_err(failed)?;
-    let meta = format!("{{\"sector_size\":{}}}", pub_params.sector_size());
+    let meta = format!("{{\"sector_size\":{sector_size}}}");
     cuzk_groth16_cuda::write_atomically(&files.meta, |w| w.write_all(meta.as_bytes()))
         .map_err(failed)?;
-    Ok(true)
+    let seconds = start.elapsed().as_secs_f64();
+    let params_bytes = fs::metadata(&files.params).map_or(0, |m| m.len());
+    tracing::info!(
+        id = %files.id,
+        %backend,
+        constraints = pce.num_constraints(),
+        params_bytes,
+        seconds,
+        "generated parameters"
+    );
+    Ok(SetupDone {
+        backend,
+        params_bytes,
+        seconds,
+    })
 }
