@@ -156,6 +156,29 @@ enum Command {
     /// that cannot be sealed here. Writes the C1 JSON (with the prover and sector ids that
     /// verify_seal needs) for `cuzk prove porep-c2`.
     SyntheticC1(SyntheticC1Args),
+    /// Generate a WinningPoSt or WindowPoSt request over sectors that were never sealed:
+    /// consistent vanilla proofs (sparse trees, filecoin-proofs' challenges), deterministic
+    /// from a seed, for `cuzk prove winning-post|window-post --input FILE`; the file also lists
+    /// each sector's id and comm_r for the verifiers.
+    SyntheticPost(SyntheticPostArgs),
+}
+
+/// `cuzk synthetic-post`.
+#[derive(Debug, clap::Args)]
+struct SyntheticPostArgs {
+    /// The registered PoSt proof, e.g. StackedDrgWindow32GiBV1_1.
+    #[arg(long)]
+    post_proof: String,
+    /// Sectors proved (WindowPoSt: one partition holds the proof type's sector count, e.g.
+    /// 2349 at 32 GiB; WinningPoSt: 1).
+    #[arg(long, default_value_t = 1)]
+    sectors: usize,
+    /// Everything in the request follows from it.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The request JSON file to write (replaced atomically).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// A Filecoin circuit named by its registered proof.
@@ -379,6 +402,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Params(args) => cuzk_cli::commands::params(args),
         Command::Pce(args) => record_blank_pce(&args),
         Command::SyntheticC1(args) => synthetic_c1(&args),
+        Command::SyntheticPost(args) => synthetic_post(&args),
     }
 }
 
@@ -483,6 +507,24 @@ fn setup_filecoin(
     if let Some(peak) = peak_rss() {
         println!("peak resident memory: {peak}");
     }
+    Ok(())
+}
+
+/// `cuzk synthetic-post`.
+fn synthetic_post(args: &SyntheticPostArgs) -> Result<()> {
+    let proof: cuzk_filecoin::PostProof = args.post_proof.parse()?;
+    let s = cuzk_filecoin::synthetic::post_json(proof, args.sectors, args.seed)?;
+    cuzk_groth16_cuda::write_atomically(&args.out, |w| std::io::Write::write_all(w, &s.json))?;
+    println!(
+        "wrote a synthetic {proof} request over {} sectors (seed {}) to {} in {:.3} s, {} bytes",
+        s.replicas.len(),
+        args.seed,
+        args.out.display(),
+        s.seconds,
+        s.json.len()
+    );
+    println!("prover_id   {}", hex::encode(s.prover_id));
+    println!("randomness  {}", hex::encode(s.randomness));
     Ok(())
 }
 

@@ -463,3 +463,83 @@ fn setup_writes_a_filecoin_circuits_parameters_under_filecoin_proofs_names() {
         text(&out)
     );
 }
+
+#[test]
+fn a_synthetic_window_post_from_the_command_line_verifies() {
+    let params = init();
+    let work = tempfile::tempdir().unwrap();
+    let request = work.path().join("window.json");
+    let proof = PostProof {
+        kind: PostKind::Window,
+        sector_size: SectorSize::KIB2,
+        api_version: ApiVersion::V1_1_0,
+    };
+    post::generate_test_params(proof, params, PARAM_SEED).unwrap();
+
+    // Sizes it cannot serve: a clear error, no file.
+    let out = cuzk(&[
+        "synthetic-post",
+        "--post-proof",
+        "StackedDrgWinning2KiBV1",
+        "--sectors",
+        "3",
+        "--out",
+        s(&request),
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("3 sectors asked for"), "{}", text(&out));
+    assert!(!request.exists());
+
+    let out = cuzk(&[
+        "synthetic-post",
+        "--post-proof",
+        "StackedDrgWindow2KiBV1_1",
+        "--sectors",
+        "3",
+        "--seed",
+        "4",
+        "--out",
+        s(&request),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let proof_path = work.path().join("window.proof");
+    let out = cuzk(&[
+        "prove",
+        "window-post",
+        "--input",
+        s(&request),
+        "--out",
+        s(&proof_path),
+        "--param-cache",
+        s(params),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&request).unwrap()).unwrap();
+    let bytes32 =
+        |v: &serde_json::Value| -> [u8; 32] { serde_json::from_value(v.clone()).unwrap() };
+    let replicas: BTreeMap<_, _> = v["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["sector_id"].as_u64().unwrap().into(),
+                PublicReplicaInfo::new(bytes32(&r["comm_r"])).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(replicas.len(), 3);
+    let accepted = filecoin_proofs::verify_window_post::<SectorShape2KiB>(
+        &proof.config(),
+        &bytes32(&v["randomness"]),
+        &replicas,
+        bytes32(&v["prover_id"]),
+        &std::fs::read(&proof_path).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        accepted,
+        "verify_window_post refused the proof of synthetic sectors"
+    );
+}
