@@ -36,6 +36,24 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `cuzk prove <what> <input flag> INPUT --out OUT --param-cache PARAMS`,
+/// which must succeed.
+fn prove_file(what: &[&str], input: &Path, out: &Path, params: &Path) {
+    let mut args = vec!["prove"];
+    args.extend_from_slice(what);
+    args.extend([s(input), "--out", s(out), "--param-cache", s(params)]);
+    let run = cuzk(&args);
+    assert!(run.status.success(), "{}", text(&run));
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn bytes32(v: &serde_json::Value) -> [u8; 32] {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
 #[test]
 fn filecoin_proofs_from_the_command_line() {
     let params = init();
@@ -337,20 +355,10 @@ fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
     assert!(text(&out).contains("1 partitions"), "{}", text(&out));
 
     let proof_path = work.path().join("c2.proof");
-    let out = cuzk(&[
-        "prove",
-        "porep-c2",
-        "--c1",
-        s(&c1),
-        "--out",
-        s(&proof_path),
-        "--param-cache",
-        s(params),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    prove_file(&["porep-c2", "--c1"], &c1, &proof_path, params);
 
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&c1).unwrap()).unwrap();
-    let bytes32 = |key: &str| -> [u8; 32] { serde_json::from_value(v[key].clone()).unwrap() };
+    let v = read_json(&c1);
+    let bytes32 = |key: &str| bytes32(&v[key]);
     let accepted = filecoin_proofs::verify_seal::<SectorShape2KiB>(
         &proof.config().unwrap(),
         bytes32("comm_r"),
@@ -503,21 +511,9 @@ fn a_synthetic_window_post_from_the_command_line_verifies() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
     let proof_path = work.path().join("window.proof");
-    let out = cuzk(&[
-        "prove",
-        "window-post",
-        "--input",
-        s(&request),
-        "--out",
-        s(&proof_path),
-        "--param-cache",
-        s(params),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    prove_file(&["window-post", "--input"], &request, &proof_path, params);
 
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&request).unwrap()).unwrap();
-    let bytes32 =
-        |v: &serde_json::Value| -> [u8; 32] { serde_json::from_value(v.clone()).unwrap() };
+    let v = read_json(&request);
     let replicas: BTreeMap<_, _> = v["replicas"]
         .as_array()
         .unwrap()

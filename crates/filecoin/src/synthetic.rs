@@ -159,19 +159,11 @@ pub fn generate<Tree: 'static + MerkleTreeTrait>(
     let nodes = graph.size();
 
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut prover_id = [0u8; 32];
-    rng.fill(&mut prover_id[..]);
-    prover_id[31] &= 0x3f;
+    let prover_id = field_bytes(&mut rng);
     let sector_id: u64 = rng.r#gen();
-    let mut ticket = [0u8; 32];
-    rng.fill(&mut ticket[..]);
-    ticket[31] &= 0x3f;
-    let mut challenge_seed = [0u8; 32];
-    rng.fill(&mut challenge_seed[..]);
-    challenge_seed[31] &= 0x3f;
-    let mut key = [0u8; 32];
-    rng.fill(&mut key[..]);
-    let fill = Filler { key };
+    let ticket = field_bytes(&mut rng);
+    let challenge_seed = field_bytes(&mut rng);
+    let fill = Filler::from_rng(&mut rng);
 
     // tree_d: every node holds `data`.
     let data: DefaultPieceDomain = fill.repr(b"data", 0, 0).into();
@@ -489,15 +481,9 @@ pub fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
         });
     }
     let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut prover_id = [0u8; 32];
-    rng.fill(&mut prover_id[..]);
-    prover_id[31] &= 0x3f;
-    let mut randomness = [0u8; 32];
-    rng.fill(&mut randomness[..]);
-    randomness[31] &= 0x3f;
-    let mut key = [0u8; 32];
-    rng.fill(&mut key[..]);
-    let fill = Filler { key };
+    let prover_id = field_bytes(&mut rng);
+    let randomness = field_bytes(&mut rng);
+    let fill = Filler::from_rng(&mut rng);
     let first: u64 = rng.gen_range(0..1 << 40);
     let ids: Vec<SectorId> = (0..sectors as u64)
         .map(|i| SectorId::from(first + i))
@@ -566,6 +552,15 @@ pub fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+/// 32 random bytes with the top two bits cleared: a canonical field element
+/// (ids, tickets and seeds that filecoin-proofs may read as one).
+fn field_bytes(rng: &mut ChaCha20Rng) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    rng.fill(&mut b[..]);
+    b[31] &= 0x3f;
+    b
+}
+
 fn commitment<D: Domain>(d: &D) -> [u8; 32] {
     let mut out = [0u8; 32];
     out.copy_from_slice(d.as_ref());
@@ -597,6 +592,13 @@ struct Filler {
 }
 
 impl Filler {
+    /// The next 32 bytes of `rng` as the key.
+    fn from_rng(rng: &mut ChaCha20Rng) -> Filler {
+        let mut key = [0u8; 32];
+        rng.fill(&mut key[..]);
+        Filler { key }
+    }
+
     /// SHA-256(tag, key, a, b) with its top two bits cleared: below 2^254,
     /// so always a canonical field element.
     fn repr(&self, tag: &[u8], a: u64, b: u64) -> [u8; 32] {
