@@ -161,6 +161,24 @@ enum Command {
     /// from a seed, for `cuzk prove winning-post|window-post --input FILE`; the file also lists
     /// each sector's id and comm_r for the verifiers.
     SyntheticPost(SyntheticPostArgs),
+    /// Generate a SnapDeals request (every partition's vanilla proof) for a CC sector that was
+    /// never sealed, updated with data that was never written: consistent, deterministic from
+    /// a seed, for `cuzk prove snap-deals --request FILE`.
+    SyntheticSnap(SyntheticSnapArgs),
+}
+
+/// `cuzk synthetic-snap`.
+#[derive(Debug, clap::Args)]
+struct SyntheticSnapArgs {
+    /// The registered update proof, e.g. StackedDrg32GiBV1.
+    #[arg(long)]
+    update_proof: String,
+    /// Everything in the request follows from it.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The request JSON file to write (replaced atomically).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// `cuzk synthetic-post`.
@@ -403,6 +421,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pce(args) => record_blank_pce(&args),
         Command::SyntheticC1(args) => synthetic_c1(&args),
         Command::SyntheticPost(args) => synthetic_post(&args),
+        Command::SyntheticSnap(args) => synthetic_snap(&args),
     }
 }
 
@@ -525,6 +544,24 @@ fn synthetic_post(args: &SyntheticPostArgs) -> Result<()> {
     );
     println!("prover_id   {}", hex::encode(s.prover_id));
     println!("randomness  {}", hex::encode(s.randomness));
+    Ok(())
+}
+
+/// `cuzk synthetic-snap`.
+fn synthetic_snap(args: &SyntheticSnapArgs) -> Result<()> {
+    let proof: cuzk_filecoin::UpdateProof = args.update_proof.parse()?;
+    let s = cuzk_filecoin::synthetic::update_json(proof, args.seed)?;
+    cuzk_groth16_cuda::write_atomically(&args.out, |w| std::io::Write::write_all(w, &s.json))?;
+    println!(
+        "wrote a synthetic {proof} SnapDeals request (seed {}) to {} in {:.3} s, {} bytes",
+        args.seed,
+        args.out.display(),
+        s.seconds,
+        s.json.len()
+    );
+    println!("comm_r_old  {}", hex::encode(s.comm_r_old));
+    println!("comm_r_new  {}", hex::encode(s.comm_r_new));
+    println!("comm_d_new  {}", hex::encode(s.comm_d_new));
     Ok(())
 }
 

@@ -539,3 +539,61 @@ fn a_synthetic_window_post_from_the_command_line_verifies() {
         "verify_window_post refused the proof of synthetic sectors"
     );
 }
+
+#[test]
+fn a_synthetic_snap_deals_request_from_the_command_line_proves_and_verifies() {
+    let params = init();
+    let work = tempfile::tempdir().unwrap();
+    let request = work.path().join("snap.json");
+    let proof = cuzk_filecoin::UpdateProof::new(SectorSize::KIB2).unwrap();
+    update::generate_test_params(proof, params, PARAM_SEED).unwrap();
+
+    let out = cuzk(&[
+        "synthetic-snap",
+        "--update-proof",
+        "StackedDrg1GiBV1",
+        "--out",
+        s(&request),
+    ]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("1GiB"), "{}", text(&out));
+    assert!(!request.exists());
+
+    let out = cuzk(&[
+        "synthetic-snap",
+        "--update-proof",
+        "StackedDrg2KiBV1",
+        "--seed",
+        "5",
+        "--out",
+        s(&request),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let proof_path = work.path().join("snap.proof");
+    let out = cuzk(&[
+        "prove",
+        "snap-deals",
+        "--request",
+        s(&request),
+        "--out",
+        s(&proof_path),
+        "--param-cache",
+        s(params),
+        "--verify",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("verified"), "{}", text(&out));
+    let v = read_json(&request);
+    let accepted = filecoin_proofs::verify_empty_sector_update_proof::<SectorShape2KiB>(
+        &proof.config().unwrap(),
+        &std::fs::read(&proof_path).unwrap(),
+        bytes32(&v["comm_r_old"]),
+        bytes32(&v["comm_r_new"]),
+        bytes32(&v["comm_d_new"]),
+    )
+    .unwrap();
+    assert!(
+        accepted,
+        "filecoin-proofs refused the SnapDeals proof of a synthetic sector"
+    );
+}

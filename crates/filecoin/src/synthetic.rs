@@ -54,7 +54,7 @@ use typenum::Unsigned;
 
 use crate::error::{FilecoinError, Result};
 use crate::porep;
-use crate::sector::{PostKind, PostProof, SealProof, SealVersion};
+use crate::sector::{PostKind, PostProof, SealProof, SealVersion, UpdateProof};
 
 const WHAT: &str = "synthetic C1";
 
@@ -552,6 +552,116 @@ pub fn post_vanilla<Tree: 'static + MerkleTreeTrait>(
     })
 }
 
+/// SnapDeals vanilla partition proofs of a CC sector that was never sealed,
+/// updated with data that was never written.
+#[derive(Debug)]
+pub struct SyntheticUpdate {
+    pub proof: UpdateProof,
+    pub comm_r_old: [u8; 32],
+    pub comm_r_new: [u8; 32],
+    pub comm_d_new: [u8; 32],
+    /// The request file ([`crate::update::UpdateRequest`] JSON).
+    pub json: Vec<u8>,
+    pub seconds: f64,
+}
+
+/// Generates a SnapDeals request (every partition's vanilla proof) from
+/// `seed`: the old replica holds one value everywhere, the new data
+/// another, so tree_r_old and tree_d_new are one hash per level; the new
+/// replica is old + data × rho(phi, high bits of the node), as
+/// storage-proofs encodes it, which makes tree_r_new 2^h runs of equal
+/// leaves (h from the sector's update configuration); comm_c is drawn from
+/// the seed, comm_r_old / comm_r_new = Poseidon(comm_c, root), and the
+/// challenges are storage-proofs' own for comm_r_new. Checked with
+/// storage-proofs' vanilla verifier before it is returned.
+pub fn update_json(proof: UpdateProof, seed: u64) -> Result<SyntheticUpdate> {
+    with_tree!(proof.sector_size(), update_for(proof, seed))
+}
+
+fn update_for<Tree>(proof: UpdateProof, seed: u64) -> Result<SyntheticUpdate>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = storage_proofs_update::constants::TreeRHasher>,
+{
+    use storage_proofs_update::constants::{TreeDDomain, TreeDHasher, TreeRDomain};
+    use storage_proofs_update::{ChallengeProof, Challenges, PartitionProof, PublicParams};
+    let start = Instant::now();
+    let _s = tracing::info_span!("synthetic_update", %proof, seed).entered();
+    let bytes = proof.sector_size().bytes();
+    let h = filecoin_proofs::SectorUpdateConfig::from_porep_config(&proof.config()?).h;
+    let pp = PublicParams::from_sector_size(bytes);
+    let nodes = pp.sector_nodes;
+    let bits = pp.challenge_bit_len;
+
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let fill = Filler::from_rng(&mut rng);
+    let data: TreeDDomain = fill.repr(b"update data", 0, 0).into();
+    let old: TreeRDomain = fill.repr(b"old replica", 0, 0).into();
+    let comm_c: TreeRDomain = fill.repr(b"update comm_c", 0, 0).into();
+
+    let tree_d = SparseTree::<TreeDHasher>::new(&vec![2; bits], &[bits], data, BTreeMap::new())?;
+    let comm_d_new = tree_d.root();
+    let (arities, segments) = tree_shape::<Tree>(nodes)?;
+    let tree_r_old = SparseTree::<Tree::Hasher>::new(&arities, &segments, old, BTreeMap::new())?;
+    let hash2 = <<Tree::Hasher as Hasher>::Function as HashFunction<_>>::hash2;
+    let comm_r_old = hash2(&comm_c, &tree_r_old.root());
+    let phi = storage_proofs_update::phi(&comm_d_new, &comm_r_old);
+    let (old_fr, data_fr): (Fr, Fr) = (old.into(), data.into());
+    let runs = (0..1usize << h)
+        .map(|high| {
+            let rho = storage_proofs_update::rho(&phi, high as u32);
+            (
+                high << (bits - h),
+                TreeRDomain::from(old_fr + data_fr * rho),
+            )
+        })
+        .collect();
+    let tree_r_new = SparseTree::<Tree::Hasher>::from_runs(&arities, &segments, runs)?;
+    let comm_r_new = hash2(&comm_c, &tree_r_new.root());
+
+    let apex_height = bits - pp.partition_bit_len - pp.apex_leaf_bit_len;
+    let apex = tree_d.node(apex_height, 0);
+    let vanilla: Vec<PartitionProof<Tree>> = (0..pp.partition_count)
+        .map(|k| PartitionProof {
+            comm_c,
+            apex_leafs: vec![apex; pp.apex_leaf_count],
+            challenge_proofs: Challenges::new(nodes, comm_r_new, k)
+                .map(|c| {
+                    let c = c as usize;
+                    ChallengeProof {
+                        proof_r_old: tree_r_old.proof(c),
+                        proof_d_new: tree_d.proof(c),
+                        proof_r_new: tree_r_new.proof(c),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    let json = crate::update::UpdateInput::request_json(
+        proof,
+        commitment(&comm_r_old),
+        commitment(&comm_r_new),
+        commitment(&comm_d_new),
+        &vanilla,
+        crate::vanilla::VanillaEncoding::Json,
+    )?;
+    crate::update::UpdateInput::from_json(&json)?
+        .check_vanilla()
+        .map_err(|e| FilecoinError::Proofs {
+            context: "the synthetic SnapDeals request (a generator bug)",
+            message: e.to_string(),
+        })?;
+    let seconds = start.elapsed().as_secs_f64();
+    tracing::info!(%proof, seed, h, partitions = vanilla.len(), seconds, "synthetic SnapDeals generated");
+    Ok(SyntheticUpdate {
+        proof,
+        comm_r_old: commitment(&comm_r_old),
+        comm_r_new: commitment(&comm_r_new),
+        comm_d_new: commitment(&comm_d_new),
+        json,
+        seconds,
+    })
+}
+
 /// 32 random bytes with the top two bits cleared: a canonical field element
 /// (ids, tickets and seeds that filecoin-proofs may read as one).
 fn field_bytes(rng: &mut ChaCha20Rng) -> [u8; 32] {
@@ -643,69 +753,101 @@ fn tree_shape<Tree: MerkleTreeTrait>(nodes: usize) -> Result<(Vec<usize>, Vec<us
     Ok((arities, segments))
 }
 
-/// A Merkle tree of which only the nodes above some leaves are known; every
-/// other leaf is `filler`, so every other node of a level is the same
-/// default hash.
+/// A Merkle tree kept as runs: each level is a list of runs of equal
+/// nodes, so a tree whose leaves are one filler value except at a few
+/// places (or a few long runs of equal values) costs one hash per run and
+/// level, never one per node.
 struct SparseTree<H: Hasher> {
     arities: Vec<usize>,
-    /// defaults[l]: a node of level l above filler leaves only.
-    defaults: Vec<H::Domain>,
-    /// levels[l]: the nodes of level l that are not the default.
-    levels: Vec<BTreeMap<usize, H::Domain>>,
+    /// levels[l]: (first index, value) of each run, in index order; a run
+    /// ends where the next begins (the last at the level's end).
+    levels: Vec<Vec<(usize, H::Domain)>>,
 }
 
 impl<H: Hasher> SparseTree<H> {
-    /// `arities` per level (bottom up); `segments`: levels per path segment
-    /// (the hash's height counts from 0 in each, as storage-proofs'
-    /// inclusion paths do).
+    /// Every leaf `filler` except `leaves`. `arities` per level (bottom
+    /// up); `segments`: levels per path segment (the hash's height counts
+    /// from 0 in each, as storage-proofs' inclusion paths do).
     fn new(
         arities: &[usize],
         segments: &[usize],
         filler: H::Domain,
         leaves: BTreeMap<usize, H::Domain>,
     ) -> Result<Self> {
-        let leaves_total: usize = arities.iter().product();
-        if let Some((&last, _)) = leaves.last_key_value()
-            && last >= leaves_total
+        let total: usize = arities.iter().product();
+        let mut runs = vec![(0, filler)];
+        for (&i, &v) in &leaves {
+            if i >= total {
+                return Err(FilecoinError::BadInput {
+                    what: WHAT,
+                    detail: format!("leaf {i} outside a tree of {total} leaves"),
+                });
+            }
+            push_run(&mut runs, i, v);
+            if i + 1 < total {
+                push_run(&mut runs, i + 1, filler);
+            }
+        }
+        Self::from_runs(arities, segments, runs)
+    }
+
+    /// Leaves given as runs: (first index, value), starting at 0, in order.
+    fn from_runs(
+        arities: &[usize],
+        segments: &[usize],
+        leaves: Vec<(usize, H::Domain)>,
+    ) -> Result<Self> {
+        let total: usize = arities.iter().product();
+        let ordered = leaves.windows(2).all(|w| w[0].0 < w[1].0);
+        if leaves.first().map(|r| r.0) != Some(0) || !ordered || leaves.iter().any(|r| r.0 >= total)
         {
             return Err(FilecoinError::BadInput {
                 what: WHAT,
-                detail: format!("leaf {last} outside a tree of {leaves_total} leaves"),
+                detail: format!("leaf runs that do not tile a tree of {total} leaves"),
             });
         }
         let heights: Vec<usize> = segments.iter().flat_map(|&n| 0..n).collect();
         let mut f = H::Function::default();
-        let mut hash = |nodes: &[H::Domain], height: usize| {
-            f.reset();
-            f.multi_node(nodes, height)
-        };
-        let mut defaults = vec![filler];
         let mut levels = vec![leaves];
+        let mut len = total;
         for (l, &arity) in arities.iter().enumerate() {
             let below = &levels[l];
-            let default_below = defaults[l];
-            let mut above = BTreeMap::new();
-            let groups: BTreeSet<usize> = below.keys().map(|&i| i / arity).collect();
-            for g in groups {
-                let children: Vec<H::Domain> = (0..arity)
-                    .map(|j| *below.get(&(g * arity + j)).unwrap_or(&default_below))
-                    .collect();
-                above.insert(g, hash(&children, heights[l]));
+            let mut above: Vec<(usize, H::Domain)> = Vec::new();
+            let mut whole: std::collections::HashMap<H::Domain, H::Domain> = Default::default();
+            let groups = len / arity;
+            let mut g = 0;
+            while g < groups {
+                let first = g * arity;
+                let i = below.partition_point(|r| r.0 <= first) - 1;
+                let run_end = below.get(i + 1).map_or(len, |r| r.0);
+                if (g + 1) * arity <= run_end {
+                    // Groups inside one run: one hash for all of them.
+                    let v = below[i].1;
+                    let h = *whole.entry(v).or_insert_with(|| {
+                        f.reset();
+                        f.multi_node(&vec![v; arity], heights[l])
+                    });
+                    push_run(&mut above, g, h);
+                    g = run_end / arity;
+                } else {
+                    let children: Vec<H::Domain> =
+                        (first..first + arity).map(|j| run_at(below, j)).collect();
+                    f.reset();
+                    push_run(&mut above, g, f.multi_node(&children, heights[l]));
+                    g += 1;
+                }
             }
-            defaults.push(hash(&vec![default_below; arity], heights[l]));
             levels.push(above);
+            len = groups;
         }
         Ok(SparseTree {
             arities: arities.to_vec(),
-            defaults,
             levels,
         })
     }
 
     fn node(&self, level: usize, index: usize) -> H::Domain {
-        *self.levels[level]
-            .get(&index)
-            .unwrap_or(&self.defaults[level])
+        run_at(&self.levels[level], index)
     }
 
     fn root(&self) -> H::Domain {
@@ -734,6 +876,20 @@ impl<H: Hasher> SparseTree<H> {
         }
         MerkleProof::from_parts(self.node(0, leaf), self.root(), path)
     }
+}
+
+/// Appends a run starting at `start`, merged into the last one when equal.
+fn push_run<D: PartialEq>(runs: &mut Vec<(usize, D)>, start: usize, value: D) {
+    match runs.last_mut() {
+        Some(last) if last.1 == value => {}
+        Some(last) if last.0 == start => last.1 = value,
+        _ => runs.push((start, value)),
+    }
+}
+
+/// The value at `index` of a level kept as runs.
+fn run_at<D: Copy>(runs: &[(usize, D)], index: usize) -> D {
+    runs[runs.partition_point(|r| r.0 <= index) - 1].1
 }
 
 #[cfg(test)]
@@ -783,6 +939,22 @@ mod tests {
                 .collect();
         }
         assert_eq!(sparse.root(), level[0]);
+        // Leaves as runs (two halves, as SnapDeals' replica with h = 1).
+        let (a, b) = (filler, D::from(fill.repr(b"other", 0, 0)));
+        let runs =
+            SparseTree::<PoseidonHasher>::from_runs(&[8, 8], &[2], vec![(0, a), (32, b)]).unwrap();
+        let mut full: Vec<D> = (0..64).map(|i| if i < 32 { a } else { b }).collect();
+        for height in 0..2 {
+            full = full
+                .chunks(8)
+                .map(|c| {
+                    f.reset();
+                    f.multi_node(c, height)
+                })
+                .collect();
+        }
+        assert_eq!(runs.root(), full[0]);
+        assert!(SparseTree::<PoseidonHasher>::from_runs(&[8, 8], &[2], vec![(1, a)]).is_err());
         use storage_proofs_core::merkle::MerkleProofTrait;
         for leaf in [3, 17, 5, 63] {
             let p: MerkleProof<PoseidonHasher, typenum::U8> = sparse.proof(leaf);

@@ -1,8 +1,9 @@
 //! The synthetic C1 (no sealed sector): its vanilla proofs pass
 //! storage-proofs' verifier at every tree shape, it is deterministic from
 //! its seed, and its C2 (2 KiB and 8 MiB) is bellperson's bytes and
-//! accepted by filecoin-proofs' `verify_seal`. Requests it cannot serve are
-//! refused with clear errors.
+//! accepted by filecoin-proofs' `verify_seal`; the same for synthetic
+//! WinningPoSt, WindowPoSt and SnapDeals requests with their verifiers.
+//! Requests it cannot serve are refused with clear errors.
 
 mod common;
 
@@ -13,10 +14,11 @@ use bellperson::groth16::create_proof_batch;
 use cuzk_filecoin::porep::{self, generate_test_params};
 use cuzk_filecoin::post::{self, PostInput};
 use cuzk_filecoin::synthetic::{self, generate_json};
+use cuzk_filecoin::update::{self, UpdateInput};
 use cuzk_filecoin::{
-    C1Output, PostKind, PostProof, SealProof, SealVersion, SectorSize, proofs_to_bytes,
+    C1Output, PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof, proofs_to_bytes,
 };
-use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB, SectorShape8MiB};
+use filecoin_proofs::{PartitionProof, PublicReplicaInfo, SectorShape2KiB, SectorShape8MiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
 fn proof(size: &str) -> SealProof {
@@ -258,4 +260,68 @@ fn synthetic_post_sizes_it_cannot_serve_are_refused() {
         s.json.len(),
         start.elapsed()
     );
+}
+
+#[test]
+fn synthetic_snap_deals_prove_and_verify() {
+    let dir = common::init();
+    let proof = UpdateProof::new(SectorSize::KIB2).unwrap();
+    update::generate_test_params(proof, dir, common::PARAM_SEED).unwrap();
+    let s = synthetic::update_json(proof, 2).unwrap();
+    let input = UpdateInput::from_json(&s.json).unwrap();
+    assert_eq!(
+        input.commitments(),
+        (s.comm_r_old, s.comm_r_new, s.comm_d_new)
+    );
+    let request: serde_json::Value = serde_json::from_slice(&s.json).unwrap();
+    let vanilla: Vec<PartitionProof<SectorShape2KiB>> =
+        serde_json::from_value(request["vanilla_proofs"].clone()).unwrap();
+    let partitions = update::partitions(
+        proof,
+        s.comm_r_old,
+        s.comm_r_new,
+        s.comm_d_new,
+        &vanilla,
+        dir,
+    )
+    .unwrap();
+    let randomness = common::randomness(partitions.circuits.len(), 7);
+    let ours = input
+        .prove(common::engine(), dir, Some(randomness.clone()))
+        .unwrap();
+    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
+    let (r, ss): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
+    let theirs = create_proof_batch(partitions.circuits, &params, r, ss).unwrap();
+    assert_eq!(
+        proofs_to_bytes(&theirs),
+        ours.bytes,
+        "not bellperson's bytes"
+    );
+    let accepted = filecoin_proofs::verify_empty_sector_update_proof::<SectorShape2KiB>(
+        &proof.config().unwrap(),
+        &ours.bytes,
+        s.comm_r_old,
+        s.comm_r_new,
+        s.comm_d_new,
+    )
+    .unwrap();
+    assert!(
+        accepted,
+        "filecoin-proofs refused the SnapDeals proof of a synthetic sector"
+    );
+
+    // Every tree shape, and full size: generation checks the vanilla proofs.
+    for size in ["4KiB", "16KiB", "32KiB", "8MiB", "32GiB", "64GiB"] {
+        let start = Instant::now();
+        let p = UpdateProof::new(size.parse().unwrap()).unwrap();
+        let s = synthetic::update_json(p, 1).unwrap();
+        let input = UpdateInput::from_json(&s.json).unwrap();
+        input.check_vanilla().unwrap();
+        eprintln!(
+            "SnapDeals {size}: {} partitions, {} bytes of JSON, {:.2?}",
+            input.partitions(),
+            s.json.len(),
+            start.elapsed()
+        );
+    }
 }
