@@ -1,8 +1,13 @@
-//! Filecoin inputs without a sealed sector. PoRep ([`generate`]): a C1 without a sealed sector: `SealCommitPhase1Output`s of any
-//! sector size whose vanilla proofs are consistent, deterministic from a
-//! seed, for proving C2 at sizes nobody here can seal (32 GiB and 64 GiB).
+//! Filecoin inputs without a sealed sector, deterministic from a seed, for
+//! proving at sizes nobody here can seal (32 GiB and 64 GiB): PoRep C1
+//! outputs ([`generate`], [`generate_json`]), WinningPoSt / WindowPoSt
+//! vanilla proofs ([`post_vanilla`], [`post_json`]) and SnapDeals partition
+//! proofs ([`update_json`]). The PoRep and SnapDeals ones are checked with
+//! storage-proofs' own vanilla verifier before they are returned; the
+//! Merkle trees are kept as runs of equal leaves (`SparseTree`), so a
+//! 32 GiB tree costs one hash per run and level.
 //!
-//! What is made, and how it stays consistent:
+//! What the PoRep C1 is made of, and how it stays consistent:
 //! - every node of the sector holds the same data value (a field element
 //!   drawn from the seed), so tree_d is a full binary tree whose every
 //!   level is one repeated hash: comm_d costs one hash per level, and the
