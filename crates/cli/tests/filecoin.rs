@@ -46,6 +46,22 @@ fn prove_file(what: &[&str], input: &Path, out: &Path, params: &Path) {
     assert!(run.status.success(), "{}", text(&run));
 }
 
+/// Runs cuzk with `args`, which must fail saying `says` and leave no
+/// `out` file.
+fn refused(args: &[&str], says: &str, out: &Path) {
+    let run = cuzk(args);
+    assert!(!run.status.success(), "{args:?} succeeded");
+    assert!(text(&run).contains(says), "{}", text(&run));
+    assert!(!out.exists(), "{} was left behind", out.display());
+}
+
+/// Runs cuzk with `args`, which must succeed; its output.
+fn succeeds(args: &[&str]) -> String {
+    let run = cuzk(args);
+    assert!(run.status.success(), "{}", text(&run));
+    text(&run)
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
@@ -325,10 +341,11 @@ fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
             "makes interactive PoRep C1s",
         ),
     ] {
-        let out = cuzk(&["synthetic-c1", "--seal-proof", proof, "--out", s(&c1)]);
-        assert!(!out.status.success(), "{proof}");
-        assert!(text(&out).contains(says), "{}", text(&out));
-        assert!(!c1.exists());
+        refused(
+            &["synthetic-c1", "--seal-proof", proof, "--out", s(&c1)],
+            says,
+            &c1,
+        );
     }
     let out = cuzk(&[
         "synthetic-c1",
@@ -342,7 +359,7 @@ fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
 
     let proof = SealProof::v1_1(SectorSize::KIB2);
     cuzk_filecoin::porep::generate_test_params(proof, params, PARAM_SEED).unwrap();
-    let out = cuzk(&[
+    let said = succeeds(&[
         "synthetic-c1",
         "--seal-proof",
         "StackedDrg2KiBV1_1",
@@ -351,8 +368,7 @@ fn a_synthetic_c1_from_the_command_line_proves_and_verify_seal_accepts_it() {
         "--out",
         s(&c1),
     ]);
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("1 partitions"), "{}", text(&out));
+    assert!(said.contains("1 partitions"), "{said}");
 
     let proof_path = work.path().join("c2.proof");
     prove_file(&["porep-c2", "--c1"], &c1, &proof_path, params);
@@ -485,20 +501,20 @@ fn a_synthetic_window_post_from_the_command_line_verifies() {
     post::generate_test_params(proof, params, PARAM_SEED).unwrap();
 
     // Sizes it cannot serve: a clear error, no file.
-    let out = cuzk(&[
-        "synthetic-post",
-        "--post-proof",
-        "StackedDrgWinning2KiBV1",
-        "--sectors",
-        "3",
-        "--out",
-        s(&request),
-    ]);
-    assert!(!out.status.success());
-    assert!(text(&out).contains("3 sectors asked for"), "{}", text(&out));
-    assert!(!request.exists());
-
-    let out = cuzk(&[
+    refused(
+        &[
+            "synthetic-post",
+            "--post-proof",
+            "StackedDrgWinning2KiBV1",
+            "--sectors",
+            "3",
+            "--out",
+            s(&request),
+        ],
+        "3 sectors asked for",
+        &request,
+    );
+    succeeds(&[
         "synthetic-post",
         "--post-proof",
         "StackedDrgWindow2KiBV1_1",
@@ -509,7 +525,6 @@ fn a_synthetic_window_post_from_the_command_line_verifies() {
         "--out",
         s(&request),
     ]);
-    assert!(out.status.success(), "{}", text(&out));
     let proof_path = work.path().join("window.proof");
     prove_file(&["window-post", "--input"], &request, &proof_path, params);
 
@@ -548,18 +563,18 @@ fn a_synthetic_snap_deals_request_from_the_command_line_proves_and_verifies() {
     let proof = cuzk_filecoin::UpdateProof::new(SectorSize::KIB2).unwrap();
     update::generate_test_params(proof, params, PARAM_SEED).unwrap();
 
-    let out = cuzk(&[
-        "synthetic-snap",
-        "--update-proof",
-        "StackedDrg1GiBV1",
-        "--out",
-        s(&request),
-    ]);
-    assert!(!out.status.success());
-    assert!(text(&out).contains("1GiB"), "{}", text(&out));
-    assert!(!request.exists());
-
-    let out = cuzk(&[
+    refused(
+        &[
+            "synthetic-snap",
+            "--update-proof",
+            "StackedDrg1GiBV1",
+            "--out",
+            s(&request),
+        ],
+        "1GiB",
+        &request,
+    );
+    succeeds(&[
         "synthetic-snap",
         "--update-proof",
         "StackedDrg2KiBV1",
@@ -568,9 +583,8 @@ fn a_synthetic_snap_deals_request_from_the_command_line_proves_and_verifies() {
         "--out",
         s(&request),
     ]);
-    assert!(out.status.success(), "{}", text(&out));
     let proof_path = work.path().join("snap.proof");
-    let out = cuzk(&[
+    let said = succeeds(&[
         "prove",
         "snap-deals",
         "--request",
@@ -581,8 +595,7 @@ fn a_synthetic_snap_deals_request_from_the_command_line_proves_and_verifies() {
         s(params),
         "--verify",
     ]);
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("verified"), "{}", text(&out));
+    assert!(said.contains("verified"), "{said}");
     let v = read_json(&request);
     let accepted = filecoin_proofs::verify_empty_sector_update_proof::<SectorShape2KiB>(
         &proof.config().unwrap(),

@@ -11,15 +11,31 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use bellperson::groth16::create_proof_batch;
+use blstrs::Scalar;
 use cuzk_filecoin::porep::{self, generate_test_params};
 use cuzk_filecoin::post::{self, PostInput};
 use cuzk_filecoin::synthetic::{self, generate_json};
 use cuzk_filecoin::update::{self, UpdateInput};
 use cuzk_filecoin::{
-    C1Output, PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof, proofs_to_bytes,
+    C1Output, Partitions, PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof,
+    proofs_to_bytes,
 };
 use filecoin_proofs::{PartitionProof, PublicReplicaInfo, SectorShape2KiB, SectorShape8MiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
+
+/// bellperson's `create_proof_batch` on the very partition circuits cuzk
+/// proved, with the same (r, s): the bytes cuzk must have produced.
+fn bellperson_bytes<C>(partitions: Partitions<C>, randomness: Vec<(Scalar, Scalar)>) -> Vec<u8>
+where
+    C: bellperson::Circuit<Scalar> + Send,
+{
+    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
+    let (r, s): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
+    let start = Instant::now();
+    let theirs = create_proof_batch(partitions.circuits, &params, r, s).unwrap();
+    eprintln!("bellperson {}: {:.2?}", partitions.label, start.elapsed());
+    proofs_to_bytes(&theirs)
+}
 
 fn proof(size: &str) -> SealProof {
     SealProof::v1_1(size.parse::<SectorSize>().unwrap())
@@ -125,12 +141,11 @@ fn c2_is_bellperson_and_accepted<Tree: 'static + MerkleTreeTrait>(size: &str, se
     eprintln!("cuzk C2 {size}: {:.2?}", start.elapsed());
 
     let partitions = porep::partitions(&s.c1, proof, dir).unwrap();
-    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
-    let (r, ss): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
-    let start = Instant::now();
-    let theirs = create_proof_batch(partitions.circuits, &params, r, ss).unwrap();
-    eprintln!("bellperson {size}: {:.2?}", start.elapsed());
-    assert_eq!(proofs_to_bytes(&theirs), c2.bytes, "not bellperson's bytes");
+    assert_eq!(
+        bellperson_bytes(partitions, randomness),
+        c2.bytes,
+        "not bellperson's bytes"
+    );
 
     let config = proof.config().unwrap();
     let verify = |bytes: &[u8]| {
@@ -189,11 +204,8 @@ fn synthetic_post_proves_and_verifies(kind: PostKind, sectors: usize) {
     let ours = input
         .prove(common::engine(), dir, Some(randomness.clone()))
         .unwrap();
-    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
-    let (r, ss): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
-    let theirs = create_proof_batch(partitions.circuits, &params, r, ss).unwrap();
     assert_eq!(
-        proofs_to_bytes(&theirs),
+        bellperson_bytes(partitions, randomness),
         ours.bytes,
         "{proof}: not bellperson's bytes"
     );
@@ -289,11 +301,8 @@ fn synthetic_snap_deals_prove_and_verify() {
     let ours = input
         .prove(common::engine(), dir, Some(randomness.clone()))
         .unwrap();
-    let params = cuzk_groth16_cuda::read_params(&partitions.params.params, false).unwrap();
-    let (r, ss): (Vec<_>, Vec<_>) = randomness.into_iter().unzip();
-    let theirs = create_proof_batch(partitions.circuits, &params, r, ss).unwrap();
     assert_eq!(
-        proofs_to_bytes(&theirs),
+        bellperson_bytes(partitions, randomness),
         ours.bytes,
         "not bellperson's bytes"
     );
