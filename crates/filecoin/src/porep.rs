@@ -10,7 +10,11 @@
 use std::path::Path;
 
 use bellperson::groth16::Proof;
+use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
+use cuzk_synth::{Witness, WitnessCs};
+use filecoin_hashers::Hasher;
+use rayon::prelude::*;
 use cuzk_engine::{Engine, JobHandle, Priority};
 use filecoin_proofs::constants::{
     DefaultPieceHasher, SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
@@ -32,8 +36,157 @@ use crate::params::{self, ParamFiles};
 use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
 use crate::sector::{self, SealProof, SealVersion, SectorSize, Shape};
 
-/// The circuit of one PoRep partition.
-pub type PoRepCircuit<Tree> = StackedCircuit<Tree, DefaultPieceHasher>;
+/// One challenge's vanilla proof, as C1 holds it.
+type ChallengeProof<Tree> = stacked::Proof<Tree, DefaultPieceHasher>;
+type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
+type DataDomain = <DefaultPieceHasher as Hasher>::Domain;
+
+/// The circuit of one PoRep partition: storage-proofs' `StackedCircuit`,
+/// synthesized by storage-proofs' own code, kept as its parts (the
+/// commitments and each challenge's vanilla proof) so that its witness can
+/// be synthesized one challenge per core ([`PoRepCircuit::witness`]).
+pub struct PoRepCircuit<Tree: 'static + MerkleTreeTrait> {
+    head: Head<Tree>,
+    challenges: Vec<ChallengeProof<Tree>>,
+}
+
+/// What every challenge of a partition shares: the public commitments and
+/// the replica id, which the circuit allocates (and hashes) before the
+/// challenges.
+struct Head<Tree: 'static + MerkleTreeTrait> {
+    replica_id: Domain<Tree>,
+    comm_d: DataDomain,
+    comm_r: Domain<Tree>,
+    comm_r_last: Domain<Tree>,
+    comm_c: Domain<Tree>,
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Clone for Head<Tree> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Copy for Head<Tree> {}
+
+impl<Tree: 'static + MerkleTreeTrait> Head<Tree> {
+    /// storage-proofs' `StackedCircuit` of these challenges, synthesized on
+    /// `cs` by storage-proofs (`StackedCircuit::synthesize`).
+    fn synthesize<CS: ConstraintSystem<Scalar>>(
+        self,
+        cs: CS,
+        challenges: Vec<ChallengeProof<Tree>>,
+    ) -> std::result::Result<(), SynthesisError> {
+        StackedCircuit::<Tree, DefaultPieceHasher>::synthesize(
+            cs,
+            Some(self.replica_id),
+            Some(self.comm_d),
+            Some(self.comm_r),
+            Some(self.comm_r_last),
+            Some(self.comm_c),
+            challenges.into_iter().map(Into::into).collect(),
+        )
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Clone for PoRepCircuit<Tree> {
+    fn clone(&self) -> Self {
+        PoRepCircuit {
+            head: self.head,
+            challenges: self.challenges.clone(),
+        }
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> std::fmt::Debug for PoRepCircuit<Tree> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoRepCircuit")
+            .field("challenges", &self.challenges.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> Circuit<Scalar> for PoRepCircuit<Tree> {
+    /// storage-proofs' synthesis of the whole partition, one challenge
+    /// after the other (what bellperson proves, and what the PCE is
+    /// recorded from).
+    fn synthesize<CS: ConstraintSystem<Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> std::result::Result<(), SynthesisError> {
+        self.head.synthesize(cs, self.challenges)
+    }
+}
+
+impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
+    /// The partition circuit as `StackedCompound::circuit` makes it from the
+    /// partition's vanilla proofs (with its checks).
+    fn new(
+        pub_inputs: &PubInputs<'_, Tree>,
+        vanilla: &[ChallengeProof<Tree>],
+    ) -> Result<PoRepCircuit<Tree>> {
+        let bad = |message: &str| FilecoinError::Proofs {
+            context: "building a partition circuit",
+            message: message.to_owned(),
+        };
+        let first = vanilla
+            .first()
+            .ok_or_else(|| bad("Cannot create a circuit with no vanilla proofs"))?;
+        let (comm_r_last, comm_c) = (first.comm_r_last(), first.comm_c());
+        if vanilla.iter().any(|p| p.comm_r_last() != comm_r_last) {
+            return Err(bad("inconsistent comm_r_lasts"));
+        }
+        if vanilla.iter().any(|p| p.comm_c() != comm_c) {
+            return Err(bad("inconsistent comm_cs"));
+        }
+        let tau = pub_inputs.tau.as_ref().ok_or_else(|| bad("no comm_d and comm_r"))?;
+        Ok(PoRepCircuit {
+            head: Head {
+                replica_id: pub_inputs.replica_id,
+                comm_d: tau.comm_d,
+                comm_r: tau.comm_r,
+                comm_r_last,
+                comm_c,
+            },
+            challenges: vanilla.to_vec(),
+        })
+    }
+
+    /// Challenges of this partition.
+    pub fn challenges(&self) -> usize {
+        self.challenges.len()
+    }
+
+    /// The witness of this partition with its challenges synthesized in
+    /// parallel on rayon's pool: exactly the values of
+    /// `Witness::synthesize_with_capacity(self, inputs, aux)` (storage-proofs'
+    /// sequential synthesis), in the same order.
+    ///
+    /// Each challenge is synthesized by storage-proofs as a circuit of that
+    /// challenge alone, which allocates the partition's head (replica id and
+    /// its bits, comm_d, comm_r, comm_r_last, comm_c and their hash) first and
+    /// then the challenge; the head is also synthesized alone, and the parts
+    /// are joined as head + each challenge's own values
+    /// ([`Witness::from_parts`], which refuses a part whose head differs).
+    /// The head is a few hundred values, the challenge millions, so the
+    /// repeated heads cost nothing measurable; `inputs` and `aux` (from the
+    /// PCE) are reserved up front.
+    pub fn witness(self, inputs: usize, aux: usize) -> cuzk_synth::Result<Witness> {
+        let _s = tracing::info_span!("witness", aux, challenges = self.challenges.len()).entered();
+        let PoRepCircuit { head, challenges } = self;
+        let mut cs = WitnessCs::with_capacity(inputs, aux);
+        head.synthesize(&mut cs, Vec::new())?;
+        let parts = challenges
+            .into_par_iter()
+            .map(|challenge| {
+                let mut part = WitnessCs::part();
+                head.synthesize(&mut part, vec![challenge])?;
+                Ok(part.into_witness())
+            })
+            .collect::<cuzk_synth::Result<Vec<_>>>()?;
+        Witness::from_parts(cs.into_witness(), parts, inputs, aux)
+    }
+}
 
 type Compound<Tree> = StackedCompound<Tree, DefaultPieceHasher>;
 
@@ -344,22 +497,44 @@ pub fn partitions<Tree: 'static + MerkleTreeTrait>(
 ) -> Result<Partitions<PoRepCircuit<Tree>>> {
     check_c1(c1, proof)?;
     let config = proof.config()?;
-    let (pub_params, pub_inputs) = setup::<Tree>(&config, Some(c1))?;
+    let (_, pub_inputs) = setup::<Tree>(&config, Some(c1))?;
     let pub_inputs = pub_inputs.ok_or(FilecoinError::Proofs {
         context: "PoRep",
         message: "no public inputs".into(),
     })?;
-    let circuits = compound_circuits::<_, _, Compound<Tree>>(
-        &pub_inputs,
-        &c1.vanilla_proofs,
-        &pub_params.vanilla_params,
-    )?;
+    let circuits = c1
+        .vanilla_proofs
+        .iter()
+        .map(|vanilla| PoRepCircuit::new(&pub_inputs, vanilla))
+        .collect::<Result<Vec<_>>>()?;
     Ok(Partitions {
         label: format!("PoRep C2 {proof}"),
         params: param_files::<Tree>(proof, param_dir)?,
         circuits,
         priority: Priority::Normal,
+        witness: PoRepCircuit::witness,
     })
+}
+
+/// storage-proofs' own partition circuits of a typed C1, as
+/// `seal_commit_phase2` builds and bellperson proves them
+/// (`StackedCompound::circuit`): to compare [`partitions`]' circuits with.
+pub fn stacked_circuits<Tree: 'static + MerkleTreeTrait>(
+    c1: &SealCommitPhase1Output<Tree>,
+    proof: SealProof,
+) -> Result<Vec<StackedCircuit<Tree, DefaultPieceHasher>>> {
+    check_c1(c1, proof)?;
+    let config = proof.config()?;
+    let (pub_params, pub_inputs) = setup::<Tree>(&config, Some(c1))?;
+    let pub_inputs = pub_inputs.ok_or(FilecoinError::Proofs {
+        context: "PoRep",
+        message: "no public inputs".into(),
+    })?;
+    compound_circuits::<_, _, Compound<Tree>>(
+        &pub_inputs,
+        &c1.vanilla_proofs,
+        &pub_params.vanilla_params,
+    )
 }
 
 pub(crate) fn check_vanilla<Tree: 'static + MerkleTreeTrait>(

@@ -415,6 +415,7 @@ pub fn partitions<Tree: 'static + MerkleTreeTrait>(
         params: param_files::<Tree>(&pub_params, param_dir),
         circuits,
         priority,
+        witness: cuzk_synth::Witness::synthesize_with_capacity,
     })
 }
 

@@ -6,7 +6,7 @@
 use bellperson::Circuit;
 use bellperson::groth16::Proof;
 use blstrs::{Bls12, Scalar};
-use cuzk_engine::{Engine, JobHandle, ParamsRef, Priority, ProofRequest};
+use cuzk_engine::{Engine, JobHandle, ParamsRef, Priority, ProofRequest, WitnessWith};
 use storage_proofs_core::compound_proof::{CircuitComponent, CompoundProof};
 use storage_proofs_core::parameter_cache::CacheableParameters;
 use storage_proofs_core::proof::ProofScheme;
@@ -75,6 +75,10 @@ pub struct Partitions<C> {
     /// In partition order.
     pub circuits: Vec<C>,
     pub priority: Priority,
+    /// How the engine synthesizes a partition's witness (PoRep: its
+    /// challenges in parallel; the others: the circuit on the engine's
+    /// witness system).
+    pub witness: WitnessWith<C>,
 }
 
 impl<C> Partitions<C>
@@ -91,7 +95,8 @@ where
         let path = self.params.existing_params()?.to_owned();
         let mut request =
             ProofRequest::new(shape_id(&self.params), ParamsRef::File(path), self.circuits)
-                .with_priority(self.priority);
+                .with_priority(self.priority)
+                .with_witness(self.witness);
         if let Some(rs) = randomness {
             request = request.with_randomness(rs);
         }

@@ -508,6 +508,7 @@ fn partitions_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         params: param_files::<Tree>(proof, param_dir)?,
         circuits,
         priority: Priority::Normal,
+        witness: cuzk_synth::Witness::synthesize_with_capacity,
     })
 }
 

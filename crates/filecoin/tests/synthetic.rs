@@ -3,6 +3,8 @@
 //! its seed, and its C2 (2 KiB and 8 MiB) is bellperson's bytes and
 //! accepted by filecoin-proofs' `verify_seal`; the same for synthetic
 //! WinningPoSt, WindowPoSt and SnapDeals requests with their verifiers.
+//! A PoRep partition's witness made challenge by challenge in parallel is
+//! storage-proofs' sequential witness.
 //! Requests it cannot serve are refused with clear errors.
 
 mod common;
@@ -12,6 +14,7 @@ use std::time::Instant;
 
 use bellperson::groth16::create_proof_batch;
 use blstrs::Scalar;
+use cuzk_synth::{Pce, Witness};
 use cuzk_filecoin::porep::{self, generate_test_params};
 use cuzk_filecoin::post::{self, PostInput};
 use cuzk_filecoin::synthetic::{self, generate_json};
@@ -140,9 +143,18 @@ fn c2_is_bellperson_and_accepted<Tree: 'static + MerkleTreeTrait>(size: &str, se
         .unwrap();
     eprintln!("cuzk C2 {size}: {:.2?}", start.elapsed());
 
+    // bellperson proves storage-proofs' own partition circuits, as
+    // filecoin-proofs' seal_commit_phase2 does.
     let partitions = porep::partitions(&s.c1, proof, dir).unwrap();
+    let theirs = Partitions {
+        circuits: porep::stacked_circuits(&s.c1, proof).unwrap(),
+        label: partitions.label,
+        params: partitions.params,
+        priority: partitions.priority,
+        witness: Witness::synthesize_with_capacity,
+    };
     assert_eq!(
-        bellperson_bytes(partitions, randomness),
+        bellperson_bytes(theirs, randomness),
         c2.bytes,
         "not bellperson's bytes"
     );
@@ -176,6 +188,57 @@ fn c2_is_bellperson_and_accepted<Tree: 'static + MerkleTreeTrait>(size: &str, se
         &c2.bytes,
     );
     assert!(!matches!(other, Ok(true)), "accepted for another sector id");
+}
+
+/// Each partition's witness made by cuzk's PoRep circuit with its
+/// challenges in parallel equals storage-proofs' sequential synthesis of its
+/// own circuit (`StackedCompound::circuit`), value for value; the PCE
+/// recorded from cuzk's circuit is the one recorded from storage-proofs',
+/// and the witness satisfies it.
+fn parallel_witness_is_storage_proofs<Tree: 'static + MerkleTreeTrait>(size: &str, seed: u64) {
+    let dir = common::init();
+    let proof = proof(size);
+    let s = synthetic::generate::<Tree>(proof, seed).unwrap();
+    let ours = porep::partitions(&s.c1, proof, dir).unwrap().circuits;
+    let theirs = porep::stacked_circuits(&s.c1, proof).unwrap();
+    assert_eq!(ours.len(), theirs.len());
+    for (k, (ours, theirs)) in ours.into_iter().zip(theirs).enumerate() {
+        assert!(ours.challenges() > 1, "{size}: one challenge tests nothing");
+        let pce = Pce::record(theirs.clone()).unwrap();
+        assert_eq!(Pce::record(ours.clone()).unwrap(), pce, "{size} partition {k}: PCE");
+
+        let start = Instant::now();
+        let sequential = Witness::synthesize(theirs).unwrap();
+        let t_seq = start.elapsed();
+        let start = Instant::now();
+        let parallel = ours.clone().witness(pce.num_inputs, pce.num_aux).unwrap();
+        let t_par = start.elapsed();
+        eprintln!(
+            "{size} partition {k}: {} challenges, {} aux; storage-proofs sequential {t_seq:.2?}, \
+             cuzk parallel {t_par:.2?} on {} threads",
+            ours.challenges(),
+            sequential.aux.len(),
+            rayon::current_num_threads()
+        );
+        assert_eq!(parallel.inputs, sequential.inputs, "{size} partition {k}: inputs");
+        assert!(parallel.aux == sequential.aux, "{size} partition {k}: aux values differ");
+        assert!(
+            Witness::synthesize(ours).unwrap() == sequential,
+            "{size} partition {k}: cuzk's circuit synthesized sequentially"
+        );
+        let abc = cuzk_synth::evaluate(&pce, &parallel).unwrap();
+        cuzk_synth::check_satisfied(&pce, &abc.a, &abc.b, &abc.c).unwrap();
+    }
+}
+
+#[test]
+fn parallel_witness_is_storage_proofs_at_2kib() {
+    parallel_witness_is_storage_proofs::<SectorShape2KiB>("2KiB", 6);
+}
+
+#[test]
+fn parallel_witness_is_storage_proofs_at_8mib() {
+    parallel_witness_is_storage_proofs::<SectorShape8MiB>("8MiB", 7);
 }
 
 #[test]

@@ -42,6 +42,15 @@ pub enum SynthError {
         path: Option<String>,
     },
 
+    /// A part synthesized on its own did not start with the values the
+    /// circuit's common head has: the circuit is not deterministic, so its
+    /// parts cannot be synthesized apart.
+    #[error(
+        "part {part} of a circuit synthesized in parallel does not start with the circuit's common \
+         {what} values: its synthesis is not deterministic"
+    )]
+    PartMismatch { part: usize, what: &'static str },
+
     /// The circuit is too large for this representation.
     #[error("circuit too large: {0}")]
     TooLarge(String),

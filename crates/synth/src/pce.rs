@@ -123,7 +123,7 @@ impl Density {
 }
 
 /// A recorded circuit shape: R1CS matrices, coefficient table and densities.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Pce {
     /// Number of inputs, ONE included.
     pub num_inputs: usize,

@@ -6,7 +6,7 @@ use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisE
 use blstrs::Scalar;
 use ff::Field;
 
-use crate::Result;
+use crate::{Result, SynthError};
 
 /// The assignment of one circuit instance: inputs (ONE first) and aux values.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,15 +30,44 @@ impl Witness {
         aux: usize,
     ) -> Result<Witness> {
         let _s = tracing::info_span!("witness", aux).entered();
-        let mut cs = WitnessCs {
-            witness: Witness {
-                inputs: Vec::with_capacity(inputs),
-                aux: Vec::with_capacity(aux),
-            },
-        };
-        cs.alloc_input(|| "ONE", || Ok(Scalar::ONE))?;
+        let mut cs = WitnessCs::with_capacity(inputs, aux);
         circuit.synthesize(&mut cs)?;
         Ok(cs.witness)
+    }
+
+    /// Assembles the witness of a circuit synthesized in parts, each part
+    /// on its own system repeating a common head: `head` is the head alone
+    /// (ONE first), each part is the head followed by that part's values
+    /// (ONE first). The result is the head followed by every part's own
+    /// values in order: the witness of the circuit that synthesizes the head
+    /// once and then the parts one after the other, as long as the head's
+    /// values come before the part's in each (inputs and aux separately).
+    ///
+    /// A part whose first values differ from `head`'s is refused
+    /// ([`SynthError::PartMismatch`]). `inputs` and `aux` are the expected
+    /// sizes (from the PCE), reserved up front.
+    pub fn from_parts(
+        head: Witness,
+        parts: Vec<Witness>,
+        inputs: usize,
+        aux: usize,
+    ) -> Result<Witness> {
+        let mut out = head;
+        let (head_inputs, head_aux) = (out.inputs.len(), out.aux.len());
+        out.inputs.reserve(inputs.saturating_sub(head_inputs));
+        out.aux.reserve(aux.saturating_sub(head_aux));
+        for (part, w) in parts.into_iter().enumerate() {
+            let mismatch = |what| SynthError::PartMismatch { part, what };
+            if w.inputs.get(..head_inputs) != Some(&out.inputs[..head_inputs]) {
+                return Err(mismatch("input"));
+            }
+            if w.aux.get(..head_aux) != Some(&out.aux[..head_aux]) {
+                return Err(mismatch("aux"));
+            }
+            out.inputs.extend_from_slice(&w.inputs[head_inputs..]);
+            out.aux.extend_from_slice(&w.aux[head_aux..]);
+        }
+        Ok(out)
     }
 
     /// The public inputs a verifier is given: every input but ONE.
@@ -54,6 +83,29 @@ pub struct WitnessCs {
 }
 
 impl WitnessCs {
+    /// A system for a whole circuit: ONE allocated as input 0 (as
+    /// bellperson's prover does), room for `inputs` and `aux` values.
+    ///
+    /// A circuit that synthesizes parts of itself in parallel starts here,
+    /// synthesizes each part on a [`WitnessCs::part`] and appends the parts
+    /// in order with [`ConstraintSystem::extend`]: values only need their
+    /// order, so a part may use gadgets allocated on the whole system (the
+    /// variables it refers to are never looked at here).
+    pub fn with_capacity(inputs: usize, aux: usize) -> WitnessCs {
+        let mut witness = Witness {
+            inputs: Vec::with_capacity(inputs.max(1)),
+            aux: Vec::with_capacity(aux),
+        };
+        witness.inputs.push(Scalar::ONE);
+        WitnessCs { witness }
+    }
+
+    /// A part for [`ConstraintSystem::extend`]: a temporary ONE input (which
+    /// `extend` drops) and nothing else.
+    pub fn part() -> WitnessCs {
+        WitnessCs::with_capacity(1, 0)
+    }
+
     /// The values assigned so far.
     pub fn into_witness(self) -> Witness {
         self.witness
@@ -127,5 +179,114 @@ impl ConstraintSystem<Scalar> for WitnessCs {
             .inputs
             .extend_from_slice(other.witness.inputs.get(1..).unwrap_or(&[]));
         self.witness.aux.extend_from_slice(&other.witness.aux);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bellperson::gadgets::num::AllocatedNum;
+
+    use super::*;
+
+    /// A head (one aux made an input) and parts that each allocate an input
+    /// and two aux values from the head's value and their index.
+    #[derive(Clone)]
+    struct HeadAndParts {
+        head: u64,
+        parts: Vec<u64>,
+    }
+
+    impl Circuit<Scalar> for HeadAndParts {
+        fn synthesize<CS: ConstraintSystem<Scalar>>(
+            self,
+            cs: &mut CS,
+        ) -> std::result::Result<(), SynthesisError> {
+            let head =
+                AllocatedNum::alloc(cs.namespace(|| "head"), || Ok(Scalar::from(self.head)))?;
+            head.inputize(cs.namespace(|| "head input"))?;
+            for (k, p) in self.parts.into_iter().enumerate() {
+                let mut cs = cs.namespace(|| format!("part {k}"));
+                let x = AllocatedNum::alloc(cs.namespace(|| "x"), || Ok(Scalar::from(p)))?;
+                let y = x.mul(cs.namespace(|| "x * head"), &head)?;
+                y.inputize(cs.namespace(|| "y"))?;
+            }
+            Ok(())
+        }
+    }
+
+    fn parts_of(c: &HeadAndParts) -> (Witness, Vec<Witness>) {
+        let head = Witness::synthesize(HeadAndParts {
+            head: c.head,
+            parts: vec![],
+        })
+        .unwrap();
+        let parts = c
+            .parts
+            .iter()
+            .map(|&p| {
+                Witness::synthesize(HeadAndParts {
+                    head: c.head,
+                    parts: vec![p],
+                })
+                .unwrap()
+            })
+            .collect();
+        (head, parts)
+    }
+
+    #[test]
+    fn parts_assemble_to_the_sequential_witness() {
+        for parts in [vec![], vec![5], vec![2, 3, 11, 0, u64::MAX]] {
+            let c = HeadAndParts { head: 7, parts };
+            let sequential = Witness::synthesize(c.clone()).unwrap();
+            let (head, parts) = parts_of(&c);
+            let assembled =
+                Witness::from_parts(head, parts, sequential.inputs.len(), sequential.aux.len())
+                    .unwrap();
+            assert_eq!(assembled, sequential);
+        }
+    }
+
+    #[test]
+    fn a_part_with_another_head_is_refused() {
+        let c = HeadAndParts {
+            head: 7,
+            parts: vec![1, 2, 3],
+        };
+        let (head, mut parts) = parts_of(&c);
+        parts[2] = Witness::synthesize(HeadAndParts {
+            head: 8,
+            parts: vec![3],
+        })
+        .unwrap();
+        let err = Witness::from_parts(head.clone(), parts, 0, 0).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SynthError::PartMismatch {
+                    part: 2,
+                    what: "input"
+                }
+            ),
+            "{err}"
+        );
+        // A part shorter than the head.
+        let err = Witness::from_parts(head, vec![Witness::default()], 0, 0).unwrap_err();
+        assert!(
+            matches!(err, SynthError::PartMismatch { part: 0, .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn parts_extend_after_their_temporary_one() {
+        let mut whole = WitnessCs::with_capacity(4, 4);
+        let mut part = WitnessCs::part();
+        part.alloc_input(|| "i", || Ok(Scalar::from(3))).unwrap();
+        part.alloc(|| "a", || Ok(Scalar::from(4))).unwrap();
+        whole.extend(&part);
+        let w = whole.into_witness();
+        assert_eq!(w.inputs, vec![Scalar::ONE, Scalar::from(3)]);
+        assert_eq!(w.aux, vec![Scalar::from(4)]);
     }
 }

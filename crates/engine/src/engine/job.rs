@@ -20,9 +20,18 @@ pub struct ProofRequest<C> {
     /// again by its path) if the set is not resident when the job is
     /// admitted.
     pub params_file: Option<Arc<std::fs::File>>,
+    /// How a partition's witness is synthesized, given the sizes the PCE
+    /// says it has (to reserve): [`Witness::synthesize_with_capacity`]
+    /// unless the circuit has a faster way (see
+    /// [`ProofRequest::with_witness`]).
+    pub witness: WitnessWith<C>,
 }
 
-impl<C> ProofRequest<C> {
+/// Synthesizes a circuit's witness; the arguments after the circuit are the
+/// number of inputs and aux values its PCE has.
+pub type WitnessWith<C> = fn(C, usize, usize) -> std::result::Result<Witness, SynthError>;
+
+impl<C: Circuit<Scalar>> ProofRequest<C> {
     /// A NORMAL-priority request with fresh randomness.
     pub fn new(
         shape: impl Into<ShapeId>,
@@ -36,7 +45,19 @@ impl<C> ProofRequest<C> {
             priority: Priority::Normal,
             randomness: None,
             params_file: None,
+            witness: Witness::synthesize_with_capacity::<C>,
         }
+    }
+
+    /// Synthesizes each partition's witness with `witness` instead of
+    /// running the circuit on the engine's witness system: for circuits
+    /// that can synthesize parts of themselves in parallel. `witness` must
+    /// give exactly the values [`Witness::synthesize_with_capacity`] gives
+    /// (the engine checks the result against the PCE's row by row before
+    /// proving, so a wrong witness is an error, never a wrong proof).
+    pub fn with_witness(mut self, witness: WitnessWith<C>) -> Self {
+        self.witness = witness;
+        self
     }
 
     /// Reads the parameter file from `file` (opened by the caller, e.g.

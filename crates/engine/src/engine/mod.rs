@@ -54,7 +54,9 @@ use admission::*;
 use job::*;
 use pipeline::*;
 
-pub use job::{JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest};
+pub use job::{
+    JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest, WitnessWith,
+};
 pub use status::{
     AbcStatus, DeviceStatus, EngineStatus, JobPhase, JobStatus, PRIORITIES, PinnedStatus,
     QueueStatus, ResidentStatus,
@@ -639,6 +641,7 @@ impl Engine {
             priority,
             randomness,
             params_file,
+            witness,
         } = request;
         let n = partitions.len();
         if n == 0 {
@@ -691,15 +694,14 @@ impl Engine {
         witnesses.push(Box::new(move |inputs, aux| {
             let circuit = first.lock().unwrap_or_else(PoisonError::into_inner).take();
             match circuit {
-                Some(c) => Witness::synthesize_with_capacity(c, inputs, aux),
+                Some(c) => witness(c, inputs, aux),
                 None => Err(SynthError::Synthesis(
                     bellperson::SynthesisError::AssignmentMissing,
                 )),
             }
         }));
         witnesses.extend(parts.map(|c| {
-            Box::new(move |inputs, aux| Witness::synthesize_with_capacity(c, inputs, aux))
-                as WitnessFn
+            Box::new(move |inputs, aux| witness(c, inputs, aux)) as WitnessFn
         }));
 
         let (result_tx, result_rx) = oneshot::channel();
