@@ -21,13 +21,13 @@ use bellperson::groth16::{Parameters, Proof, generate_random_parameters};
 use blstrs::Scalar;
 use cuzk_groth16_cuda::Bls12;
 use cuzk_synth::circuits::CircuitSpec;
-use cuzk_synth::{Pce, SynthError};
+use cuzk_synth::{Pce, SynthError, Witness};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::{ParamsRef, ShapeId};
-use crate::engine::{Engine, ProofRequest, ResolvedConfig};
+use crate::engine::{Engine, ProofRequest, ResolvedConfig, WitnessWith};
 use crate::error::Result;
 use crate::timeline::{TimelineData, TimelineSummary};
 
@@ -86,7 +86,30 @@ where
     C: Circuit<Scalar> + Clone + Send + 'static,
     F: Fn(u64) -> C,
 {
-    let warm = ProofRequest::new(shape.clone(), params.clone(), vec![circuit(0)]);
+    warm_up_with(
+        engine,
+        shape,
+        params,
+        circuit,
+        Witness::synthesize_with_capacity,
+    )
+}
+
+/// [`warm_up`] with the circuits' own witness synthesis
+/// ([`ProofRequest::with_witness`]).
+pub fn warm_up_with<C, F>(
+    engine: &Engine,
+    shape: &ShapeId,
+    params: &ParamsRef,
+    circuit: F,
+    witness: WitnessWith<C>,
+) -> Result<()>
+where
+    C: Circuit<Scalar> + Clone + Send + 'static,
+    F: Fn(u64) -> C,
+{
+    let warm =
+        ProofRequest::new(shape.clone(), params.clone(), vec![circuit(0)]).with_witness(witness);
     engine.submit(warm)?.wait_blocking()?;
     engine.timeline().clear();
     Ok(())
@@ -106,12 +129,35 @@ where
     C: Circuit<Scalar> + Clone + Send + 'static,
     F: Fn(u64) -> C,
 {
+    measure_with(
+        engine,
+        shape,
+        params,
+        partitions,
+        circuit,
+        Witness::synthesize_with_capacity,
+    )
+}
+
+/// [`measure`] with the circuits' own witness synthesis
+/// ([`ProofRequest::with_witness`]).
+pub fn measure_with<C, F>(
+    engine: &Engine,
+    shape: &ShapeId,
+    params: &ParamsRef,
+    partitions: usize,
+    circuit: F,
+    witness: WitnessWith<C>,
+) -> Result<(Vec<Proof<Bls12>>, BenchReport, TimelineData)>
+where
+    C: Circuit<Scalar> + Clone + Send + 'static,
+    F: Fn(u64) -> C,
+{
     engine.timeline().clear();
     let circuits = (1..=partitions as u64).map(&circuit).collect();
     let start = Instant::now();
-    let proofs = engine
-        .submit(ProofRequest::new(shape.clone(), params.clone(), circuits))?
-        .wait_blocking()?;
+    let request = ProofRequest::new(shape.clone(), params.clone(), circuits).with_witness(witness);
+    let proofs = engine.submit(request)?.wait_blocking()?;
     let wall_s = start.elapsed().as_secs_f64();
     let timeline = engine.timeline().snapshot();
     let report = BenchReport {

@@ -126,8 +126,8 @@ pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
 pub use engine::{
     AbcStatus, DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller,
     JobHandle, JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent,
-    ProgressStage, ProofRequest, QueueStatus, WitnessWith, ResidentStatus, ResolvedConfig, open_prover,
-    working_set_bytes,
+    ProgressStage, ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig, WitnessWith,
+    open_prover, working_set_bytes,
 };
 pub use error::{EngineError, Result};
 pub use timeline::{Lane, Span, SpanObserver, Timeline, TimelineData, TimelineSummary};

@@ -18,7 +18,9 @@
 //! (PCE read, parameters uploaded; not measured); then `--jobs` C2 proofs
 //! (all partitions each) measured: seconds per C2, per-partition stage
 //! medians, the device's busy fraction, peak host RSS, and the Chrome trace
-//! (`DIR/timeline-*.json`). With real parameters every proof is checked by
+//! (`DIR/timeline-*.json`). Each partition's witness is synthesized with its
+//! challenges in parallel, as the engine does for PoRep, or one challenge
+//! after the other under `--sequential-witness`. With real parameters every proof is checked by
 //! storage-proofs' verifier (what verify_seal runs).
 
 use std::path::PathBuf;
@@ -42,6 +44,9 @@ struct Args {
     out: Option<PathBuf>,
     overrides: Vec<String>,
     json: Option<(String, String)>,
+    /// Synthesize each partition's witness one challenge after the other
+    /// (storage-proofs' order, one thread) instead of in parallel.
+    sequential_witness: bool,
 }
 
 fn args() -> Result<Args> {
@@ -56,6 +61,7 @@ fn args() -> Result<Args> {
         out: None,
         overrides: Vec::new(),
         json: None,
+        sequential_witness: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -65,6 +71,7 @@ fn args() -> Result<Args> {
             "--seed" => a.seed = value()?.parse()?,
             "--jobs" => a.jobs = value()?.parse()?,
             "--fake-params" => a.fake_params = true,
+            "--sequential-witness" => a.sequential_witness = true,
             "--time-fake-params" => a.time_fake_params = true,
             "--param-cache" => a.param_cache = Some(value()?.into()),
             "--pce-dir" => a.pce_dir = value()?.into(),
@@ -79,7 +86,7 @@ fn args() -> Result<Args> {
                 println!(
                     "c2_bench --seal-proof NAME [--seed N] (--fake-params | --param-cache DIR) \
                      [--time-fake-params] [--pce-dir DIR] [--jobs N] [--out DIR] [--engine key=value ...] \
-                     [--json REV CMD]"
+                     [--sequential-witness] [--json REV CMD]"
                 );
                 std::process::exit(0);
             }
@@ -228,8 +235,19 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
 
     let shape_id = ShapeId(shape.clone());
     let circuits = partitions.circuits;
+    let witness = if args.sequential_witness {
+        cuzk_synth::Witness::synthesize_with_capacity
+    } else {
+        partitions.witness
+    };
     let t = Instant::now();
-    cuzk_engine::bench::warm_up(&engine, &shape_id, &params, |_| circuits[0].clone())?;
+    cuzk_engine::bench::warm_up_with(
+        &engine,
+        &shape_id,
+        &params,
+        |_| circuits[0].clone(),
+        witness,
+    )?;
     result(
         "warm_up_partition",
         "s",
@@ -246,10 +264,14 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         )?)
     };
     for job in 0..args.jobs {
-        let (proofs, report, timeline) =
-            cuzk_engine::bench::measure(&engine, &shape_id, &params, n, |i| {
-                circuits[(i as usize - 1) % n].clone()
-            })?;
+        let (proofs, report, timeline) = cuzk_engine::bench::measure_with(
+            &engine,
+            &shape_id,
+            &params,
+            n,
+            |i| circuits[(i as usize - 1) % n].clone(),
+            witness,
+        )?;
         ensure!(proofs.len() == n, "missing proofs");
         eprintln!("{}", report.summary);
         let verified = match &c1 {
@@ -272,9 +294,14 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             "s",
             report.wall_s,
             format!(
-                "one C2 of {n} partitions ({verified}), backend {}, {} workers/device; \
+                "one C2 of {n} partitions ({verified}), {} witness, backend {}, {} workers/device; \
                  {:.3} s per partition; gpu busy {:.3}; per-partition medians: {stages}; \
                  largest gaps: {:?}",
+                if args.sequential_witness {
+                    "sequential"
+                } else {
+                    "parallel"
+                },
                 report.config.backend,
                 report.config.workers_per_device,
                 report.seconds_per_partition,

@@ -12,14 +12,14 @@ use std::path::Path;
 use bellperson::groth16::Proof;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
+use cuzk_engine::{Engine, JobHandle, Priority};
 use cuzk_synth::{Witness, WitnessCs};
 use filecoin_hashers::Hasher;
-use rayon::prelude::*;
-use cuzk_engine::{Engine, JobHandle, Priority};
 use filecoin_proofs::constants::{
     DefaultPieceHasher, SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
 };
 use filecoin_proofs::{PoRepConfig, SealCommitPhase1Output, as_safe_commitment};
+use rayon::prelude::*;
 use serde_json::Value;
 use storage_proofs_core::api_version::ApiFeature;
 use storage_proofs_core::compound_proof::{self, CompoundProof};
@@ -139,7 +139,10 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         if vanilla.iter().any(|p| p.comm_c() != comm_c) {
             return Err(bad("inconsistent comm_cs"));
         }
-        let tau = pub_inputs.tau.as_ref().ok_or_else(|| bad("no comm_d and comm_r"))?;
+        let tau = pub_inputs
+            .tau
+            .as_ref()
+            .ok_or_else(|| bad("no comm_d and comm_r"))?;
         Ok(PoRepCircuit {
             head: Head {
                 replica_id: pub_inputs.replica_id,

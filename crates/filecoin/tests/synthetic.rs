@@ -14,7 +14,6 @@ use std::time::Instant;
 
 use bellperson::groth16::create_proof_batch;
 use blstrs::Scalar;
-use cuzk_synth::{Pce, Witness};
 use cuzk_filecoin::porep::{self, generate_test_params};
 use cuzk_filecoin::post::{self, PostInput};
 use cuzk_filecoin::synthetic::{self, generate_json};
@@ -23,6 +22,7 @@ use cuzk_filecoin::{
     C1Output, Partitions, PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof,
     proofs_to_bytes,
 };
+use cuzk_synth::{Pce, Witness};
 use filecoin_proofs::{PartitionProof, PublicReplicaInfo, SectorShape2KiB, SectorShape8MiB};
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
@@ -205,7 +205,11 @@ fn parallel_witness_is_storage_proofs<Tree: 'static + MerkleTreeTrait>(size: &st
     for (k, (ours, theirs)) in ours.into_iter().zip(theirs).enumerate() {
         assert!(ours.challenges() > 1, "{size}: one challenge tests nothing");
         let pce = Pce::record(theirs.clone()).unwrap();
-        assert_eq!(Pce::record(ours.clone()).unwrap(), pce, "{size} partition {k}: PCE");
+        assert_eq!(
+            Pce::record(ours.clone()).unwrap(),
+            pce,
+            "{size} partition {k}: PCE"
+        );
 
         let start = Instant::now();
         let sequential = Witness::synthesize(theirs).unwrap();
@@ -220,8 +224,14 @@ fn parallel_witness_is_storage_proofs<Tree: 'static + MerkleTreeTrait>(size: &st
             sequential.aux.len(),
             rayon::current_num_threads()
         );
-        assert_eq!(parallel.inputs, sequential.inputs, "{size} partition {k}: inputs");
-        assert!(parallel.aux == sequential.aux, "{size} partition {k}: aux values differ");
+        assert_eq!(
+            parallel.inputs, sequential.inputs,
+            "{size} partition {k}: inputs"
+        );
+        assert!(
+            parallel.aux == sequential.aux,
+            "{size} partition {k}: aux values differ"
+        );
         assert!(
             Witness::synthesize(ours).unwrap() == sequential,
             "{size} partition {k}: cuzk's circuit synthesized sequentially"

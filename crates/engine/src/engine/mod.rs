@@ -700,9 +700,9 @@ impl Engine {
                 )),
             }
         }));
-        witnesses.extend(parts.map(|c| {
-            Box::new(move |inputs, aux| witness(c, inputs, aux)) as WitnessFn
-        }));
+        witnesses.extend(
+            parts.map(|c| Box::new(move |inputs, aux| witness(c, inputs, aux)) as WitnessFn),
+        );
 
         let (result_tx, result_rx) = oneshot::channel();
         let (events_tx, events_rx) = mpsc::unbounded_channel();

@@ -1,0 +1,303 @@
+//! One PoRep partition's witness, made three ways from a synthetic C1 of any
+//! sector size (no sealed sector, no parameters):
+//!
+//! - bellperson: its prover's own synthesis (`ProvingAssignment`: values,
+//!   densities and the A, B, C evaluations), reached through
+//!   `create_proof_batch` with a parameter source that stops the prover at
+//!   the first thing it asks of the parameters, right after synthesis; on
+//!   one thread, as bellperson synthesizes one partition;
+//! - cuzk, sequential: storage-proofs' circuit on cuzk's witness system, one
+//!   thread;
+//! - cuzk, parallel: cuzk's PoRep circuit with the partition's challenges
+//!   synthesized in parallel on every core (what the engine does), checked
+//!   equal to the sequential witness.
+//!
+//! ```text
+//! cargo run --release -p cuzk-filecoin --example witness_bench -- \
+//!     --seal-proof StackedDrg32GiBV1_1 [--seed 1] [--partition 0] [--runs 1] \
+//!     [--skip-bellperson] [--json REV CMD]
+//! ```
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use bellperson::SynthesisError;
+use bellperson::groth16::{ParameterSource, VerifyingKey, create_proof_batch};
+use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
+use cuzk_engine::bench::{Machine, today};
+use cuzk_filecoin::{SealProof, porep, synthetic};
+use cuzk_synth::Witness;
+use ff::Field;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+
+struct Args {
+    proof: SealProof,
+    seed: u64,
+    partition: usize,
+    runs: usize,
+    bellperson: bool,
+    json: Option<(String, String)>,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        proof: "StackedDrg2KiBV1_1".parse()?,
+        seed: 1,
+        partition: 0,
+        runs: 1,
+        bellperson: true,
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--seal-proof" => a.proof = value()?.parse()?,
+            "--seed" => a.seed = value()?.parse()?,
+            "--partition" => a.partition = value()?.parse()?,
+            "--runs" => a.runs = value()?.parse()?,
+            "--skip-bellperson" => a.bellperson = false,
+            "--json" => {
+                let rev = value()?;
+                let cmd = it.next().context("--json needs REV and CMD")?;
+                a.json = Some((rev, cmd));
+            }
+            "--help" | "-h" => {
+                println!(
+                    "witness_bench --seal-proof NAME [--seed N] [--partition K] [--runs N] \
+                     [--skip-bellperson] [--json REV CMD]"
+                );
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument `{other}` (try --help)"),
+        }
+    }
+    ensure!(a.runs > 0, "--runs must be at least 1");
+    Ok(a)
+}
+
+/// A parameter source that answers nothing: bellperson's prover asks it for
+/// the verifying key right after synthesizing, and stops there.
+struct StopAfterSynthesis;
+
+const STOP: &str = "stopped after synthesis";
+
+impl ParameterSource<Bls12> for StopAfterSynthesis {
+    type G1Builder = (Arc<Vec<G1Affine>>, usize);
+    type G2Builder = (Arc<Vec<G2Affine>>, usize);
+
+    fn get_vk(&self, _: usize) -> Result<&VerifyingKey<Bls12>, SynthesisError> {
+        Err(stop())
+    }
+    fn get_h(&self, _: usize) -> Result<Self::G1Builder, SynthesisError> {
+        Err(stop())
+    }
+    fn get_l(&self, _: usize) -> Result<Self::G1Builder, SynthesisError> {
+        Err(stop())
+    }
+    fn get_a(
+        &self,
+        _: usize,
+        _: usize,
+    ) -> Result<(Self::G1Builder, Self::G1Builder), SynthesisError> {
+        Err(stop())
+    }
+    fn get_b_g1(
+        &self,
+        _: usize,
+        _: usize,
+    ) -> Result<(Self::G1Builder, Self::G1Builder), SynthesisError> {
+        Err(stop())
+    }
+    fn get_b_g2(
+        &self,
+        _: usize,
+        _: usize,
+    ) -> Result<(Self::G2Builder, Self::G2Builder), SynthesisError> {
+        Err(stop())
+    }
+}
+
+fn stop() -> SynthesisError {
+    SynthesisError::IoError(std::io::Error::other(STOP))
+}
+
+/// Runs `f` on a pool of `threads` threads.
+fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    Ok(pool.install(f))
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = args()?;
+    use cuzk_filecoin::sector::Shape;
+    match args.proof.sector_size.shape() {
+        Shape::Base => run::<filecoin_proofs::SectorShapeBase>(&args),
+        Shape::Sub2 => run::<filecoin_proofs::SectorShapeSub2>(&args),
+        Shape::Sub8 => run::<filecoin_proofs::SectorShapeSub8>(&args),
+        Shape::Top2 => run::<filecoin_proofs::SectorShapeTop2>(&args),
+    }
+}
+
+/// Median, min and max of `times` in seconds.
+fn stats(times: &[Duration]) -> (f64, f64, f64) {
+    let mut s: Vec<f64> = times.iter().map(Duration::as_secs_f64).collect();
+    s.sort_by(f64::total_cmp);
+    (s[s.len() / 2], s[0], s[s.len() - 1])
+}
+
+fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
+    let proof = args.proof;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let s = synthetic::generate::<Tree>(proof, args.seed)?;
+    eprintln!("synthetic C1: {:.2} s", s.seconds);
+    let k = args.partition;
+    let theirs = porep::stacked_circuits(&s.c1, proof)?;
+    let ours = porep::partitions(&s.c1, proof, std::path::Path::new(""))?.circuits;
+    ensure!(
+        k < ours.len(),
+        "partition {k} asked for; {proof} has {}",
+        ours.len()
+    );
+    let (theirs, ours) = (&theirs[k], &ours[k]);
+    let challenges = ours.challenges();
+
+    // cuzk, sequential: also gives the sizes the engine would take from the PCE.
+    let mut seq_times = Vec::new();
+    let mut reference = None;
+    for _ in 0..args.runs {
+        let c = theirs.clone();
+        let t = Instant::now();
+        let w = on_threads(1, || Witness::synthesize(c))??;
+        seq_times.push(t.elapsed());
+        reference = Some(w);
+    }
+    let reference = reference.context("no run")?;
+    let (inputs, aux) = (reference.inputs.len(), reference.aux.len());
+    eprintln!(
+        "cuzk sequential: {:.2?} ({inputs} inputs, {aux} aux, {challenges} challenges)",
+        seq_times
+    );
+
+    let mut par_times = Vec::new();
+    for _ in 0..args.runs {
+        let c = ours.clone();
+        let t = Instant::now();
+        let w = c.witness(inputs, aux)?;
+        par_times.push(t.elapsed());
+        ensure!(
+            w == reference,
+            "the parallel witness differs from the sequential one"
+        );
+    }
+    drop(reference);
+    eprintln!(
+        "cuzk parallel ({} threads): {:.2?}",
+        rayon::current_num_threads(),
+        par_times
+    );
+
+    let mut bp_times = Vec::new();
+    if args.bellperson {
+        for _ in 0..args.runs {
+            let c = theirs.clone();
+            let t = Instant::now();
+            let res = on_threads(1, || {
+                create_proof_batch(
+                    vec![c],
+                    StopAfterSynthesis,
+                    vec![Scalar::ONE],
+                    vec![Scalar::ONE],
+                )
+            })?;
+            bp_times.push(t.elapsed());
+            match res {
+                Err(SynthesisError::IoError(e)) if e.to_string() == STOP => {}
+                Err(e) => bail!("bellperson failed before its parameters were asked for: {e}"),
+                Ok(_) => bail!("bellperson made a proof without parameters"),
+            }
+        }
+        eprintln!("bellperson (1 thread): {:.2?}", bp_times);
+    }
+
+    let name = |what: &str| format!("witness/{proof}/partition{k}/{what}");
+    let entry = |name: String, times: &[Duration], notes: String| {
+        let (median, min, max) = stats(times);
+        serde_json::json!({
+            "name": name, "unit": "s",
+            "median": median, "min": min, "max": max, "runs": times.len(),
+            "notes": notes,
+        })
+    };
+    let sizes = format!("{challenges} challenges, {inputs} inputs, {aux} aux values");
+    let mut results = Vec::new();
+    let with_baseline = |mut e: serde_json::Value, base: &[Duration], base_name: &str| {
+        if !base.is_empty() {
+            let b = stats(base).0;
+            let m = e["median"].as_f64().unwrap_or(f64::NAN);
+            e["baseline"] = serde_json::json!({"name": base_name, "median": b});
+            e["ratio_vs_baseline"] = serde_json::json!(b / m);
+        }
+        e
+    };
+    if !bp_times.is_empty() {
+        results.push(entry(
+            name("bellperson-1t"),
+            &bp_times,
+            format!(
+                "bellperson's create_proof_batch up to its first parameter request \
+                 (its synthesis: values, densities, A/B/C evaluations), one thread; {sizes}"
+            ),
+        ));
+    }
+    results.push(with_baseline(
+        entry(
+            name("cuzk-sequential-1t"),
+            &seq_times,
+            format!("storage-proofs' circuit on cuzk's witness system, one thread; {sizes}"),
+        ),
+        &bp_times,
+        "bellperson-1t",
+    ));
+    results.push(with_baseline(
+        entry(
+            name(&format!("cuzk-parallel-{}t", rayon::current_num_threads())),
+            &par_times,
+            format!(
+                "challenges in parallel on rayon's pool ({} threads, {cores} cores), \
+                 equal to the sequential witness; {sizes}",
+                rayon::current_num_threads()
+            ),
+        ),
+        &bp_times,
+        "bellperson-1t",
+    ));
+    for r in &results {
+        eprintln!(
+            "{}: {:.3} s (x{:.2} vs bellperson)",
+            r["name"].as_str().unwrap_or(""),
+            r["median"].as_f64().unwrap_or(f64::NAN),
+            r["ratio_vs_baseline"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    if let Some((revision, command)) = &args.json {
+        let doc = serde_json::json!({
+            "revision": revision,
+            "date": today(),
+            "machine": Machine::detect(),
+            "command": command,
+            "results": results,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    }
+    Ok(())
+}
