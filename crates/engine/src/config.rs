@@ -176,8 +176,11 @@ pub struct EngineConfig {
     /// (its kernel region already uses every core, so a second worker has
     /// nothing to overlap with).
     pub workers_per_device: Auto<usize>,
-    /// Partitions synthesized at once (witness + SpMV); `auto`: half the CPU
-    /// cores (at least 2) with GPUs, 1 on the CPU backend.
+    /// Partitions synthesized at once (witness + SpMV); `auto`: as many as
+    /// the CPU has cores (at least 2) with GPUs, 1 on the CPU backend. A
+    /// single-threaded witness then keeps every core busy; circuits that
+    /// synthesize parts in parallel (PoRep's challenges) share rayon's pool,
+    /// and the host memory budget bounds how many working sets exist.
     pub synthesis_concurrency: Auto<usize>,
     /// Partitions between "synthesis started" and "proof done" (reactive
     /// dispatch); `auto`: all workers plus `synthesis_concurrency`.

@@ -49,8 +49,10 @@
 //!    working sets, so a lower class never takes memory a higher one waits
 //!    for.
 //! 3. **Synthesis** (`synthesis_concurrency` threads): witness, a/b/c by
-//!    SpMV into pinned leases, the satisfaction check; then a `gpu-sched`
-//!    work item holding the permit and the working set.
+//!    SpMV into pinned leases, the satisfaction check (or, when the job was
+//!    admitted with a/b/c on the device, the witness alone: its working set
+//!    is charged without a/b/c); then a `gpu-sched` work item holding the
+//!    permit and the working set.
 //! 4. **GPU workers** (`gpu-sched`): prep = [`Prover::prepare`], kernel
 //!    region = [`Prover::kernel_region`] under the device's lock, epilogue =
 //!    release the working set, [`cuzk_groth16_cuda::assemble`], deliver.
@@ -127,7 +129,7 @@ pub use engine::{
     AbcStatus, DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller,
     JobHandle, JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent,
     ProgressStage, ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig, WitnessWith,
-    open_prover, working_set_bytes,
+    open_prover, working_set_bytes, working_set_bytes_for,
 };
 pub use error::{EngineError, Result};
 pub use timeline::{Lane, Span, SpanObserver, Timeline, TimelineData, TimelineSummary};

@@ -650,3 +650,21 @@ fn the_status_names_where_each_job_evaluates_abc_and_why() {
     assert_eq!(json["jobs"][0]["abc"]["on"], "host");
     assert_eq!(handle.wait_blocking().unwrap().len(), 3);
 }
+
+/// A partition whose a/b/c the backend evaluates on its device holds no
+/// a/b/c buffers on the host: its working set is the rest, exactly.
+#[test]
+fn a_working_set_with_abc_on_the_device_has_no_abc_buffers() {
+    let counts = cuzk_engine::pce_file::ShapeCounts {
+        num_inputs: 5,
+        num_aux: 1_000,
+        num_constraints: 3_000,
+    };
+    let prover = cuzk_groth16_cuda::CpuProver;
+    let host = cuzk_engine::working_set_bytes_for(counts, &prover, false);
+    let device = cuzk_engine::working_set_bytes_for(counts, &prover, true);
+    assert_eq!(host, cuzk_engine::working_set_bytes(counts, &prover));
+    let abc = 3 * cuzk_pinned_pool::size_class(3_000 * 32).unwrap() as u64;
+    assert_eq!(host - device, abc);
+    assert!(device >= 1_005 * 32, "the witness is in it");
+}

@@ -383,8 +383,31 @@ pub(super) fn try_admit(
         id: job.params_ref.to_string(),
         source,
     })?;
+    // Where the job's a/b/c are evaluated is decided once, here: on the
+    // device its partitions need no a/b/c buffers on the host, so their
+    // working set is the witness (what was charged beyond it goes back).
+    let placement = shared.prover.abc_placement(&pce);
+    tracing::info!(
+        job = job.id.0,
+        on_device = placement.on_device,
+        "a/b/c {}: {}",
+        if placement.on_device {
+            "on the GPU"
+        } else {
+            "on the host"
+        },
+        placement.reason
+    );
+    let ws = if placement.on_device {
+        let small = working_set_bytes_for(counts, &*shared.prover, true);
+        drop(charge.split(ws.saturating_sub(small), ChargeKind::WorkingSet));
+        small
+    } else {
+        ws
+    };
     let mut st = job.lock();
     st.ws_bytes = ws;
+    st.abc = Some(placement);
     st.spare = Some((charge, None));
     st.pce = Some(pce);
     st.params = Some(params);

@@ -175,16 +175,23 @@ impl Shared {
     }
 }
 
-/// The bytes one partition of this shape holds while in flight: the
-/// witness, a/b/c (in pinned buffers, by size class) and what the backend
-/// allocates on the host in its kernel region.
+/// The bytes one partition of this shape holds while in flight with a/b/c
+/// evaluated on the host: the witness, a/b/c (in pinned buffers, by size
+/// class) and what the backend allocates on the host in its kernel region.
 pub fn working_set_bytes(counts: ShapeCounts, prover: &dyn Prover) -> u64 {
+    working_set_bytes_for(counts, prover, false)
+}
+
+/// [`working_set_bytes`] for a partition whose a/b/c the backend evaluates
+/// on its device (`abc_on_device`: no a/b/c buffers on the host) or not.
+pub fn working_set_bytes_for(counts: ShapeCounts, prover: &dyn Prover, abc_on_device: bool) -> u64 {
     const SCALAR: u64 = 32;
     let vars = (counts.num_inputs + counts.num_aux) as u64;
     let n = counts.num_constraints as u64;
     let abc_one = cuzk_pinned_pool::size_class(counts.num_constraints.saturating_mul(32))
         .map_or(u64::MAX / 8, |c| c as u64);
-    vars * SCALAR + 3 * abc_one + backend_host_bytes(counts, prover, n, vars)
+    let abc = if abc_on_device { 0 } else { 3 * abc_one };
+    vars * SCALAR + abc + backend_host_bytes(counts, prover, n, vars)
 }
 
 fn backend_host_bytes(counts: ShapeCounts, prover: &dyn Prover, n: u64, vars: u64) -> u64 {
@@ -402,7 +409,7 @@ impl EngineBuilder {
             config.synthesis_concurrency.or_else(|| {
                 if gpu_mode {
                     let cores = thread::available_parallelism().map_or(4, |n| n.get());
-                    (cores / 2).max(2)
+                    cores.max(2)
                 } else {
                     1
                 }

@@ -314,26 +314,13 @@ pub(super) fn synthesize(
         partition,
         source,
     };
-    let placement = shared.prover.abc_placement(&pce);
+    // Decided at admission, and the working set charged for it.
+    let placement = job
+        .lock()
+        .abc
+        .clone()
+        .unwrap_or_else(|| shared.prover.abc_placement(&pce));
     let note: Arc<str> = Arc::from(placement.reason.as_str());
-    {
-        let mut st = job.lock();
-        if st.abc.as_ref() != Some(&placement) {
-            tracing::info!(
-                job = job.id.0,
-                partition,
-                on_device = placement.on_device,
-                "a/b/c {}: {}",
-                if placement.on_device {
-                    "on the GPU"
-                } else {
-                    "on the host"
-                },
-                placement.reason
-            );
-            st.abc = Some(placement.clone());
-        }
-    }
     if placement.on_device {
         // The backend evaluates and checks a/b/c on its device from the
         // resident PCE: no SpMV here, no a/b/c buffers.
