@@ -169,6 +169,26 @@ impl std::fmt::Debug for GpuProver {
     }
 }
 
+/// Runs `f` (parallel work of `prepare`, such as the PCE's fingerprint) on a
+/// small pool of its own: on rayon's global pool it would queue behind the
+/// witness tasks of partitions being synthesized (seconds each), and the
+/// next kernel region would wait for it.
+fn on_prep_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cores.clamp(1, 4))
+            .thread_name(|i| format!("cuzk-prep-{i}"))
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
 fn density_hash(d: &Density) -> u64 {
     // FNV-1a over the bits: cheap, and enough to tell shapes apart in a cache
     // that also compares the counts.
@@ -381,7 +401,7 @@ impl GpuProver {
     ) -> Result<Staged> {
         let pce = input.pce;
         let g = &self.gpu;
-        let key = timings.time("pce key", || PceShapeKey::of(pce));
+        let key = timings.time("pce key", || on_prep_pool(|| PceShapeKey::of(pce)));
         let dpce = timings.time("pce upload", || self.device_pce(pce, &key))?;
         let m = pce.domain_size();
         g.ensure_free(staged_bytes(pce), || {
