@@ -179,7 +179,9 @@ pub struct EngineConfig {
     /// Partitions synthesized at once (witness + SpMV); `auto`: as many as
     /// the CPU has cores (at least 2) with GPUs, 1 on the CPU backend. A
     /// single-threaded witness then keeps every core busy; circuits that
-    /// synthesize parts in parallel (PoRep's challenges) share rayon's pool,
+    /// synthesize parts in parallel (PoRep's challenges) share rayon's pool
+    /// and take it in turn (`cuzk_synth::PartsGate`: first asked, first
+    /// served, while the parts running are under twice the pool's threads),
     /// and the host memory budget bounds how many working sets exist.
     pub synthesis_concurrency: Auto<usize>,
     /// Partitions between "synthesis started" and "proof done" (reactive

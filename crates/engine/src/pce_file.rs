@@ -543,6 +543,7 @@ pub fn read_pce(path: &Path, shape: &str, expected: Option<ShapeCounts>) -> Resu
         b_input_density,
         b_aux_density,
         names: None,
+        memo: Default::default(),
     })
 }
 

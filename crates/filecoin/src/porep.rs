@@ -13,7 +13,7 @@ use bellperson::groth16::Proof;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::{Bls12, Scalar};
 use cuzk_engine::{Engine, JobHandle, Priority};
-use cuzk_synth::{Witness, WitnessCs};
+use cuzk_synth::{PartsGate, Witness, WitnessCs};
 use filecoin_hashers::Hasher;
 use filecoin_proofs::constants::{
     DefaultPieceHasher, SectorShapeBase, SectorShapeSub2, SectorShapeSub8, SectorShapeTop2,
@@ -173,12 +173,19 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
     /// ([`Witness::from_parts`], which refuses a part whose head differs).
     /// The head is a few hundred values, the challenge millions, so the
     /// repeated heads cost nothing measurable; `inputs` and `aux` (from the
-    /// PCE) are reserved up front.
+    /// PCE) are reserved up front. Witnesses made at once start their
+    /// challenges in the order they were asked for, while the challenges
+    /// running are under twice the pool's threads ([`PartsGate::global`]):
+    /// the partitions of a proof finish about one after the other, and the
+    /// GPU gets the first one after about one partition's time.
     pub fn witness(self, inputs: usize, aux: usize) -> cuzk_synth::Result<Witness> {
         let _s = tracing::info_span!("witness", aux, challenges = self.challenges.len()).entered();
         let PoRepCircuit { head, challenges } = self;
         let mut cs = WitnessCs::with_capacity(inputs, aux);
         head.synthesize(&mut cs, Vec::new())?;
+        // Partitions synthesized at once take the pool in turn, so the first
+        // finishes first (see `PartsGate`).
+        let pass = PartsGate::global().enter(challenges.len());
         let parts = challenges
             .into_par_iter()
             .map(|challenge| {
@@ -187,6 +194,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
                 Ok(part.into_witness())
             })
             .collect::<cuzk_synth::Result<Vec<_>>>()?;
+        drop(pass);
         Witness::from_parts(cs.into_witness(), parts, inputs, aux)
     }
 }

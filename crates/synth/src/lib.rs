@@ -5,6 +5,8 @@
 //!   circuit shape as CSR matrices A, B, C (the pre-compiled constraint
 //!   evaluator, PCE) plus bellperson's density bitmaps.
 //! - [`witness`]: a witness-only constraint system (values, no constraints).
+//! - [`gate`]: first come, first served entry for witnesses synthesized in
+//!   parts on rayon's pool.
 //! - [`spmv`]: a = A·w, b = B·w, c = C·w in parallel, and the row-by-row
 //!   satisfaction check.
 //! - [`circuits`]: built-in circuits for tests, demos and benchmarks.
@@ -13,11 +15,13 @@
 
 pub mod circuits;
 pub mod error;
+pub mod gate;
 pub mod pce;
 pub mod spmv;
 pub mod witness;
 
 pub use error::{Result, SynthError};
-pub use pce::{Csr, Density, Pce, RecordingCs};
+pub use gate::PartsGate;
+pub use pce::{Csr, Density, Pce, PceMemo, RecordingCs};
 pub use spmv::{Abc, check_satisfied, evaluate};
 pub use witness::{Witness, WitnessCs};

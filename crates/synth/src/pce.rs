@@ -9,10 +9,13 @@
 //! non-zero coefficient after the linear combination merged repeated terms.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::OnceLock;
 
 use bellperson::{Circuit, ConstraintSystem, Index, LinearCombination, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::{Field, PrimeField};
+use rayon::prelude::*;
 
 use crate::{Result, SynthError};
 
@@ -144,6 +147,39 @@ pub struct Pce {
     pub b_aux_density: Density,
     /// Namespace path of every constraint, when recorded with names.
     pub names: Option<Vec<String>>,
+    /// Values computed from the fields above on first use and kept (today
+    /// the content [`Pce::fingerprint`]); `PceMemo::default()` when building
+    /// a `Pce`.
+    pub memo: PceMemo,
+}
+
+/// What a [`Pce`] computes from its own fields once and keeps. A PCE is not
+/// changed after it is shared, so the memo stays true; a clone starts with
+/// an empty memo (it may be changed before use), and the memo takes no part
+/// in equality.
+#[derive(Default)]
+pub struct PceMemo {
+    fingerprint: OnceLock<u64>,
+}
+
+impl Clone for PceMemo {
+    fn clone(&self) -> Self {
+        PceMemo::default()
+    }
+}
+
+impl PartialEq for PceMemo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl fmt::Debug for PceMemo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PceMemo")
+            .field("fingerprint", &self.fingerprint.get())
+            .finish()
+    }
 }
 
 impl Pce {
@@ -158,6 +194,33 @@ impl Pce {
     /// for debugging and small circuits.
     pub fn record_with_names<C: Circuit<Scalar>>(circuit: C) -> Result<Pce> {
         Self::record_inner(circuit, true)
+    }
+
+    /// A 64-bit fingerprint of the matrices (row pointers, columns,
+    /// coefficient indices) and the coefficient table, for caches keyed by
+    /// content (a GPU keeps one device copy per distinct PCE). Computed on
+    /// first use, reading the whole PCE in parallel on rayon's current pool,
+    /// and kept: fields must not change after the first call on this value
+    /// (a clone computes its own).
+    pub fn fingerprint(&self) -> u64 {
+        *self.memo.fingerprint.get_or_init(|| {
+            let mut h = 0x6a09_e667_f3bc_c908u64;
+            for m in [&self.a, &self.b, &self.c] {
+                h = mix(h, fingerprint_of(&m.row_ptr, |&x| x));
+                h = mix(h, fingerprint_of(&m.cols, |&x| u64::from(x)));
+                h = mix(h, fingerprint_of(&m.coeffs, |&x| u64::from(x)));
+            }
+            mix(
+                h,
+                fingerprint_of(&self.coeff_table, |s| {
+                    s.to_repr().chunks(8).fold(0u64, |acc, b| {
+                        let mut w = [0u8; 8];
+                        w[..b.len()].copy_from_slice(b);
+                        mix(acc, u64::from_le_bytes(w))
+                    })
+                }),
+            )
+        })
     }
 
     fn record_inner<C: Circuit<Scalar>>(circuit: C, names: bool) -> Result<Pce> {
@@ -359,8 +422,29 @@ impl RecordingCs {
             b_input_density,
             b_aux_density,
             names: self.names,
+            memo: PceMemo::default(),
         })
     }
+}
+
+/// One step of a multiply-rotate hash (for fingerprints, not security).
+fn mix(h: u64, x: u64) -> u64 {
+    (h ^ x)
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(29)
+        .wrapping_add(0x632b_e59b_d9b4_e019)
+}
+
+/// A fingerprint of `v`: chunks hashed in parallel and combined in order,
+/// with the length mixed in.
+fn fingerprint_of<T: Sync>(v: &[T], word: impl Fn(&T) -> u64 + Sync) -> u64 {
+    const CHUNK: usize = 1 << 16;
+    let chunks: Vec<u64> = v
+        .par_chunks(CHUNK)
+        .enumerate()
+        .map(|(i, c)| c.iter().fold(i as u64, |h, x| mix(h, word(x))))
+        .collect();
+    chunks.into_iter().fold(v.len() as u64, mix)
 }
 
 /// Turns recorded (tagged) columns into `[inputs | aux]` numbering and marks
@@ -565,5 +649,29 @@ mod tests {
         assert_eq!(pce.b.row(1), (&[one][..], &[0][..]));
         assert_eq!(pce.c.row(1), (&[x, y][..], &[1, 2][..]));
         assert!(pce.b_input_density.get(0) && !pce.b_input_density.get(1));
+    }
+
+    #[test]
+    fn the_fingerprint_is_kept_per_value_and_a_clone_computes_its_own() {
+        let pce = Pce::record(Coeffs).unwrap();
+        let print = pce.fingerprint();
+        assert_eq!(pce.memo.fingerprint.get(), Some(&print));
+        assert_eq!(pce.fingerprint(), print);
+        let copy = pce.clone();
+        assert_eq!(copy.memo.fingerprint.get(), None);
+        assert_eq!(copy.fingerprint(), print);
+        assert_eq!(copy, pce);
+        // A changed clone, one change per hashed part, prints differently.
+        let changes: [fn(&mut Pce); 4] = [
+            |p| p.a.cols[0] ^= 1,
+            |p| p.b.coeffs[0] = COEFF_MINUS_ONE,
+            |p| p.c.row_ptr[1] += 1,
+            |p| p.coeff_table[3] += Scalar::ONE,
+        ];
+        for (k, change) in changes.iter().enumerate() {
+            let mut other = pce.clone();
+            change(&mut other);
+            assert_ne!(other.fingerprint(), print, "change {k}");
+        }
     }
 }

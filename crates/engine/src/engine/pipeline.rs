@@ -314,12 +314,14 @@ pub(super) fn synthesize(
         partition,
         source,
     };
-    // Decided at admission, and the working set charged for it.
-    let placement = job
-        .lock()
-        .abc
-        .clone()
-        .unwrap_or_else(|| shared.prover.abc_placement(&pce));
+    // Decided at admission with the PCE and parameters, and the working set
+    // charged for it.
+    let placement = job.lock().abc.clone().ok_or_else(|| {
+        EngineError::Internal(format!(
+            "{} partition {partition} reached synthesis without its a/b/c placement",
+            job.id
+        ))
+    })?;
     let note: Arc<str> = Arc::from(placement.reason.as_str());
     if placement.on_device {
         // The backend evaluates and checks a/b/c on its device from the

@@ -21,8 +21,6 @@ use std::sync::Arc;
 
 use blstrs::Scalar;
 use cuzk_synth::{Csr, Pce};
-use ff::PrimeField;
-use rayon::prelude::*;
 
 use crate::cuda::{DeviceBuffer, Gpu, grid_1d};
 use crate::{Groth16Error, Result};
@@ -51,58 +49,18 @@ pub struct PceShapeKey {
 }
 
 impl PceShapeKey {
-    /// The key of `pce`.
+    /// The key of `pce` (its fingerprint is computed once per `Pce` value
+    /// and kept with it: [`Pce::fingerprint`]).
     pub fn of(pce: &Pce) -> Self {
-        let mut h = 0x6a09_e667_f3bc_c908u64;
-        for m in [&pce.a, &pce.b, &pce.c] {
-            h = mix(h, fingerprint(&m.row_ptr, |&x| x));
-            h = mix(h, fingerprint(&m.cols, |&x| u64::from(x)));
-            h = mix(h, fingerprint(&m.coeffs, |&x| u64::from(x)));
-        }
-        h = mix(
-            h,
-            fingerprint(&pce.coeff_table, |s| {
-                let bytes = s.to_repr();
-                bytes
-                    .chunks(8)
-                    .fold(0u64, |acc, b| mix(acc, u64::from_le_bytes(to8(b))))
-            }),
-        );
         PceShapeKey {
             num_inputs: pce.num_inputs,
             num_aux: pce.num_aux,
             rows: pce.num_constraints(),
             nnz: [pce.a.nnz(), pce.b.nnz(), pce.c.nnz()],
             coefficients: pce.coeff_table.len(),
-            fingerprint: h,
+            fingerprint: pce.fingerprint(),
         }
     }
-}
-
-fn to8(b: &[u8]) -> [u8; 8] {
-    let mut out = [0u8; 8];
-    out[..b.len()].copy_from_slice(b);
-    out
-}
-
-/// One step of a multiply-rotate hash (for fingerprints, not security).
-fn mix(h: u64, x: u64) -> u64 {
-    (h ^ x)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .rotate_left(29)
-        .wrapping_add(0x632b_e59b_d9b4_e019)
-}
-
-/// A fingerprint of `v`, chunks hashed in parallel and combined in order,
-/// with the length mixed in.
-fn fingerprint<T: Sync>(v: &[T], word: impl Fn(&T) -> u64 + Sync) -> u64 {
-    const CHUNK: usize = 1 << 16;
-    let chunks: Vec<u64> = v
-        .par_chunks(CHUNK)
-        .enumerate()
-        .map(|(i, c)| c.iter().fold(i as u64, |h, x| mix(h, word(x))))
-        .collect();
-    chunks.into_iter().fold(v.len() as u64, mix)
 }
 
 /// One matrix in device memory (see [`layout`]).
@@ -645,6 +603,7 @@ mod tests {
             b_input_density: Density::new(0),
             b_aux_density: Density::new(0),
             names: None,
+            memo: Default::default(),
         }
     }
 

@@ -1,0 +1,166 @@
+//! [`PartsGate`]: first come, first served entry to the parallel phase of
+//! witnesses synthesized in parts.
+//!
+//! A witness synthesized in parts ([`crate::Witness::from_parts`]) puts one
+//! task per part on rayon's pool. When several such witnesses run at once
+//! (the partitions of a proof, each on its own synthesis thread), rayon
+//! interleaves their tasks and they all finish together, late: ten 32 GiB
+//! PoRep partitions sharing 16 cores all end after about 35 s, while one
+//! alone takes 9 s. The GPU needs the first one early. The gate lets a
+//! witness start its parts only while the parts already running are fewer
+//! than twice the pool's threads (one pool-full running, one queued so the
+//! pool never runs dry at a witness's tail), in the order the witnesses
+//! asked, so partitions finish about one after the other.
+
+use std::sync::{Condvar, Mutex, OnceLock};
+
+/// Admits holders in ticket order while the parts admitted and not yet
+/// released are under a bound. See the module docs.
+#[derive(Debug)]
+pub struct PartsGate {
+    bound: usize,
+    state: Mutex<GateState>,
+    turn: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    /// The next ticket handed out.
+    next: u64,
+    /// The ticket admitted next.
+    serving: u64,
+    /// Parts admitted and not yet released.
+    parts: usize,
+}
+
+/// Holds `parts` of the gate's bound; released when dropped (also on a
+/// panic).
+#[derive(Debug)]
+pub struct GatePass<'a> {
+    gate: &'a PartsGate,
+    parts: usize,
+}
+
+impl PartsGate {
+    /// A gate admitting a witness while fewer than `bound` parts run (at
+    /// least one witness always runs, however many parts it has).
+    pub fn new(bound: usize) -> Self {
+        PartsGate {
+            bound: bound.max(1),
+            state: Mutex::new(GateState::default()),
+            turn: Condvar::new(),
+        }
+    }
+
+    /// The process-wide gate for witnesses whose parts run on rayon's
+    /// global pool: bound twice its threads.
+    pub fn global() -> &'static PartsGate {
+        static GATE: OnceLock<PartsGate> = OnceLock::new();
+        GATE.get_or_init(|| PartsGate::new(2 * rayon::current_num_threads()))
+    }
+
+    /// The bound on parts running at once.
+    pub fn bound(&self) -> usize {
+        self.bound
+    }
+
+    /// Waits for this caller's turn (callers are served in the order they
+    /// called) and for the running parts to be under the bound, then admits
+    /// `parts` more.
+    pub fn enter(&self, parts: usize) -> GatePass<'_> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let ticket = st.next;
+        st.next += 1;
+        while st.serving != ticket || st.parts >= self.bound {
+            st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.serving += 1;
+        st.parts += parts;
+        drop(st);
+        // The next ticket may fit too.
+        self.turn.notify_all();
+        GatePass { gate: self, parts }
+    }
+
+    /// Parts admitted and not yet released.
+    pub fn running(&self) -> usize {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).parts
+    }
+}
+
+impl Drop for GatePass<'_> {
+    fn drop(&mut self) {
+        let gate = self.gate;
+        let mut st = gate.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.parts -= self.parts;
+        drop(st);
+        gate.turn.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::mpsc;
+    use std::thread;
+    use std::time::Duration;
+
+    #[test]
+    fn admits_in_order_under_the_bound() {
+        let gate = Arc::new(PartsGate::new(4));
+        // 18 parts: over the bound alone, admitted because nothing runs.
+        let first = gate.enter(18);
+        assert_eq!(gate.running(), 18);
+        let (tx, rx) = mpsc::channel();
+        let mut threads = Vec::new();
+        for i in 0..3 {
+            // Each waiter takes its ticket before the next one starts.
+            let (g, tx) = (Arc::clone(&gate), tx.clone());
+            threads.push(thread::spawn(move || {
+                let pass = g.enter(4);
+                tx.send((i, g.running())).unwrap();
+                thread::sleep(Duration::from_millis(20));
+                drop(pass);
+            }));
+            while gate.state.lock().unwrap().next != i + 2 {
+                thread::yield_now();
+            }
+        }
+        // Nobody enters while 18 parts run.
+        assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
+        drop(first);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let (i, running) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+            // One at a time: 4 parts fill the bound.
+            assert_eq!(running, 4);
+            order.push(i);
+        }
+        assert_eq!(order, [0, 1, 2]);
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(gate.running(), 0);
+        // Under the bound, witnesses run side by side.
+        let (a, b) = (gate.enter(2), gate.enter(1));
+        assert_eq!(gate.running(), 3);
+        drop((a, b));
+    }
+
+    #[test]
+    fn a_pass_dropped_by_a_panic_releases_its_parts() {
+        let gate = Arc::new(PartsGate::new(4));
+        let g = Arc::clone(&gate);
+        let r = thread::spawn(move || {
+            let _pass = g.enter(4);
+            panic!("witness failed");
+        })
+        .join();
+        assert!(r.is_err());
+        assert_eq!(gate.running(), 0);
+        let _pass = gate.enter(3);
+        assert_eq!(gate.running(), 3);
+        assert_eq!(PartsGate::new(0).bound(), 1);
+    }
+}
