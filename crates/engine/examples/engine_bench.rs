@@ -1,5 +1,6 @@
-//! Throughput of the engine: one job of N partitions of a built-in circuit,
-//! for each worker count asked for, with the timeline (Chrome-trace JSON)
+//! Throughput of the engine: one job of N partitions of a built-in circuit
+//! (or `--jobs K` such jobs submitted together: the steady state of a queue
+//! that never runs dry), for each worker count asked for, with the timeline (Chrome-trace JSON)
 //! and its summary (proofs/s, device busy fraction between the first and
 //! the last kernel region, largest idle gaps, per-stage medians).
 //!
@@ -29,6 +30,7 @@ use cuzk_synth::circuits::CircuitSpec;
 struct Args {
     circuit: CircuitSpec,
     partitions: usize,
+    jobs: usize,
     workers: Vec<usize>,
     params: Option<PathBuf>,
     fake_params: bool,
@@ -41,6 +43,7 @@ fn args() -> Result<Args> {
     let mut a = Args {
         circuit: "porep:12".parse()?,
         partitions: 10,
+        jobs: 1,
         workers: vec![1, 2],
         params: None,
         fake_params: false,
@@ -54,6 +57,7 @@ fn args() -> Result<Args> {
         match flag.as_str() {
             "--circuit" => a.circuit = value()?.parse()?,
             "--partitions" => a.partitions = value()?.parse()?,
+            "--jobs" => a.jobs = value()?.parse()?,
             "--workers" => {
                 a.workers = value()?
                     .split(',')
@@ -71,7 +75,7 @@ fn args() -> Result<Args> {
             "--engine" => a.overrides.push(value()?),
             "--help" | "-h" => {
                 println!(
-                    "engine_bench --circuit SPEC --partitions N --workers 1,2 [--params FILE | \
+                    "engine_bench --circuit SPEC --partitions N [--jobs K] --workers 1,2 [--params FILE | \
                      --fake-params] [--out DIR] [--engine key=value ...] [--json REV CMD]"
                 );
                 std::process::exit(0);
@@ -79,6 +83,7 @@ fn args() -> Result<Args> {
             other => bail!("unknown argument `{other}` (try --help)"),
         }
     }
+    anyhow::ensure!(a.jobs > 0, "--jobs must be at least 1");
     Ok(a)
 }
 
@@ -111,22 +116,36 @@ fn main() -> Result<()> {
             let spec = spec.clone();
             Arc::new(move |seed| spec.build(seed))
         };
-        let (proofs, report, timeline) =
-            cuzk_engine::bench::run(&engine, &shape, &params.params, args.partitions, |s| {
-                circuit(s)
-            })?;
-        anyhow::ensure!(proofs.len() == args.partitions, "missing proofs");
+        cuzk_engine::bench::warm_up(&engine, &shape, &params.params, |s| circuit(s))?;
+        let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
+            &engine,
+            &shape,
+            &params.params,
+            args.jobs,
+            args.partitions,
+            |s| circuit(s),
+            cuzk_synth::Witness::synthesize_with_capacity,
+        )?;
+        anyhow::ensure!(
+            proofs.len() == args.jobs * args.partitions,
+            "missing proofs"
+        );
         eprintln!(
-            "{spec}, {} partitions, {workers} worker(s) per device, backend {}: {:.3} s, {:.3} s per partition",
-            args.partitions, report.config.backend, report.wall_s, report.seconds_per_partition
+            "{spec}, {} job(s) of {} partitions, {workers} worker(s) per device, backend {}: {:.3} s, {:.3} s per partition",
+            args.jobs,
+            args.partitions,
+            report.config.backend,
+            report.wall_s,
+            report.seconds_per_partition
         );
         eprintln!("{}", report.summary);
         results.push(serde_json::json!({
             "name": format!(
-                "engine/{}/{}/{}p/{workers}w",
+                "engine/{}/{}/{}p{}/{workers}w",
                 report.config.backend,
                 spec.to_string().replace(':', "-"),
-                args.partitions
+                args.partitions,
+                if args.jobs > 1 { format!("x{}", args.jobs) } else { String::new() }
             ),
             "unit": "s",
             "median": report.seconds_per_partition,
@@ -138,8 +157,9 @@ fn main() -> Result<()> {
                 "gpu_busy": report.busy_fraction(),
             },
             "notes": format!(
-                "seconds per partition of one {}-partition job (wall {:.3} s){}; gpu_busy: \
+                "seconds per partition of {} {}-partition job(s) submitted together (wall {:.3} s){}; gpu_busy: \
                  time inside kernel regions between the first and the last one; largest gaps: {:?}",
+                args.jobs,
                 args.partitions,
                 report.wall_s,
                 if params.is_fake() { ", fake parameters" } else { "" },
@@ -148,9 +168,14 @@ fn main() -> Result<()> {
         }));
         if let Some(out) = &args.out {
             let stem = format!(
-                "{}-{}p-{workers}w",
+                "{}-{}p{}-{workers}w",
                 spec.to_string().replace(':', "_"),
-                args.partitions
+                args.partitions,
+                if args.jobs > 1 {
+                    format!("x{}", args.jobs)
+                } else {
+                    String::new()
+                }
             );
             let trace = out.join(format!("timeline-{stem}.json"));
             std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;

@@ -31,10 +31,13 @@ use crate::engine::{Engine, ProofRequest, ResolvedConfig, WitnessWith};
 use crate::error::Result;
 use crate::timeline::{TimelineData, TimelineSummary};
 
-/// What one measured job gave.
+/// What one measurement (one job, or jobs submitted together) gave.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
     pub shape: String,
+    /// Jobs submitted together.
+    pub jobs: usize,
+    /// Partitions of all the jobs.
     pub partitions: usize,
     /// From submission to the last proof.
     pub wall_s: f64,
@@ -153,18 +156,54 @@ where
     C: Circuit<Scalar> + Clone + Send + 'static,
     F: Fn(u64) -> C,
 {
+    measure_jobs_with(engine, shape, params, 1, partitions, circuit, witness)
+}
+
+/// Submits `jobs` jobs of `partitions` circuits each at once (job `j`
+/// proves `circuit(j * partitions + 1 ..= (j + 1) * partitions)`) on a warm
+/// engine and waits for all of them: the steady state of a queue that never
+/// runs dry, from the first submission to the last proof. Returns the
+/// proofs in job order, the report over all partitions, and the timeline of
+/// just these jobs (the timeline is cleared first).
+pub fn measure_jobs_with<C, F>(
+    engine: &Engine,
+    shape: &ShapeId,
+    params: &ParamsRef,
+    jobs: usize,
+    partitions: usize,
+    circuit: F,
+    witness: WitnessWith<C>,
+) -> Result<(Vec<Proof<Bls12>>, BenchReport, TimelineData)>
+where
+    C: Circuit<Scalar> + Clone + Send + 'static,
+    F: Fn(u64) -> C,
+{
     engine.timeline().clear();
-    let circuits = (1..=partitions as u64).map(&circuit).collect();
+    let requests: Vec<_> = (0..jobs as u64)
+        .map(|j| {
+            let first = j * partitions as u64 + 1;
+            let circuits = (first..first + partitions as u64).map(&circuit).collect();
+            ProofRequest::new(shape.clone(), params.clone(), circuits).with_witness(witness)
+        })
+        .collect();
     let start = Instant::now();
-    let request = ProofRequest::new(shape.clone(), params.clone(), circuits).with_witness(witness);
-    let proofs = engine.submit(request)?.wait_blocking()?;
+    let handles = requests
+        .into_iter()
+        .map(|r| engine.submit(r))
+        .collect::<Result<Vec<_>>>()?;
+    let mut proofs = Vec::with_capacity(jobs * partitions);
+    for handle in handles {
+        proofs.extend(handle.wait_blocking()?);
+    }
     let wall_s = start.elapsed().as_secs_f64();
     let timeline = engine.timeline().snapshot();
+    let total = jobs * partitions;
     let report = BenchReport {
         shape: shape.to_string(),
-        partitions,
+        jobs,
+        partitions: total,
         wall_s,
-        seconds_per_partition: wall_s / partitions.max(1) as f64,
+        seconds_per_partition: wall_s / total.max(1) as f64,
         config: engine.config().clone(),
         summary: timeline.summary(),
     };

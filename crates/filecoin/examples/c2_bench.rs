@@ -1,42 +1,63 @@
-//! A PoRep C2 of any sector size through the engine, without a sealed
-//! sector: a synthetic C1 ([`cuzk_filecoin::synthetic`]), the partition
-//! circuits filecoin-proofs builds from it, and either real parameters
-//! (`--param-cache DIR`, filecoin-proofs' names) or fake ones made in memory
-//! from the blank circuit's PCE (`--fake-params`: the prover's work is the
-//! same, the proofs do not verify; for timing only).
+//! A Filecoin proof of any sector size through the engine, without a
+//! sealed sector: a PoRep C2 from a synthetic C1 (`--seal-proof`), a
+//! SnapDeals proof from a synthetic update (`--update-proof`) or a
+//! WinningPoSt / WindowPoSt from synthetic vanilla proofs (`--post-proof`,
+//! `--sectors N`, default one partition's worth) ([`cuzk_filecoin::synthetic`]);
+//! the partition circuits filecoin-proofs builds from them, and either real
+//! parameters (`--param-cache DIR`, filecoin-proofs' names) or fake ones made
+//! in memory from the blank circuit's PCE (`--fake-params`: the prover's
+//! work is the same, the proofs do not verify; for timing only).
 //!
 //! ```text
 //! cargo run --release -p cuzk-filecoin --example c2_bench -- \
 //!     --seal-proof StackedDrg32GiBV1_1 --fake-params --pce-dir /data/pce \
-//!     --out DIR [--jobs 1] [--engine key=value ...] [--json REV CMD]
+//!     --out DIR [--jobs 1] [--together 1] [--engine key=value ...] [--json REV CMD]
 //! ```
 //!
-//! What it prints and records: synthetic C1 time; the blank PCE recorded
-//! (or found in `--pce-dir`) and written there, so the engine reads it from
-//! disk as a daemon does; the fake parameters' time (also with real
-//! parameters under `--time-fake-params`, made and dropped); one warm-up partition
-//! (PCE read, parameters uploaded; not measured); then `--jobs` C2 proofs
-//! (all partitions each) measured: seconds per C2, per-partition stage
+//! What it prints and records: the synthetic input's time; the blank PCE
+//! recorded (or found in `--pce-dir`) and written there, so the engine reads
+//! it from disk as a daemon does; the fake parameters' time (also with real
+//! parameters under `--time-fake-params`, made and dropped); one warm-up
+//! partition (PCE read, parameters uploaded; not measured); then for each
+//! K of `--together` (default 1), `--jobs` measurements of K proofs (all
+//! partitions each) submitted at once: seconds per proof and per partition, per-partition stage
 //! medians, the device's busy fraction, peak host RSS, and the Chrome trace
-//! (`DIR/timeline-*.json`). Each partition's witness is synthesized with its
-//! challenges in parallel, as the engine does for PoRep, or one challenge
-//! after the other under `--sequential-witness`. With real parameters every proof is checked by
-//! storage-proofs' verifier (what verify_seal runs).
+//! (`DIR/timeline-*.json`). A PoRep partition's witness is synthesized with
+//! its challenges in parallel, as the engine does for PoRep, or one
+//! challenge after the other under `--sequential-witness`. With real
+//! parameters every proof is checked by storage-proofs' verifier.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
+use bellperson::Circuit;
+use blstrs::Scalar;
 use cuzk_engine::bench::{Machine, today};
 use cuzk_engine::{Engine, EngineConfig, ParamsRef, ShapeId};
-use cuzk_filecoin::{C1Output, SealProof, porep, proofs_to_bytes, shape_id, synthetic};
-use storage_proofs_core::merkle::MerkleTreeTrait;
+use cuzk_filecoin::post::PostInput;
+use cuzk_filecoin::{
+    BlankPce, C1Output, Partitions, PartitionsVisitor, PostProof, SealProof, UpdateInput,
+    UpdateProof, porep, post, proofs_to_bytes, shape_id, synthetic, update,
+};
+
+/// What is proved.
+#[derive(Clone, Copy)]
+enum Kind {
+    PoRep(SealProof),
+    Update(UpdateProof),
+    Post(PostProof),
+}
 
 struct Args {
-    proof: SealProof,
+    kind: Option<Kind>,
     seed: u64,
+    /// WinningPoSt / WindowPoSt sectors (default: one partition's worth).
+    sectors: Option<usize>,
     jobs: usize,
+    /// For each value K, `jobs` measurements of K proofs submitted at once.
+    together: Vec<usize>,
     fake_params: bool,
     time_fake_params: bool,
     param_cache: Option<PathBuf>,
@@ -44,16 +65,18 @@ struct Args {
     out: Option<PathBuf>,
     overrides: Vec<String>,
     json: Option<(String, String)>,
-    /// Synthesize each partition's witness one challenge after the other
-    /// (storage-proofs' order, one thread) instead of in parallel.
+    /// Synthesize each PoRep partition's witness one challenge after the
+    /// other (storage-proofs' order, one thread) instead of in parallel.
     sequential_witness: bool,
 }
 
 fn args() -> Result<Args> {
     let mut a = Args {
-        proof: "StackedDrg2KiBV1_1".parse()?,
+        kind: None,
         seed: 1,
+        sectors: None,
         jobs: 1,
+        together: vec![1],
         fake_params: false,
         time_fake_params: false,
         param_cache: None,
@@ -67,9 +90,18 @@ fn args() -> Result<Args> {
     while let Some(flag) = it.next() {
         let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
         match flag.as_str() {
-            "--seal-proof" => a.proof = value()?.parse()?,
+            "--seal-proof" => a.kind = Some(Kind::PoRep(value()?.parse()?)),
+            "--update-proof" => a.kind = Some(Kind::Update(value()?.parse()?)),
+            "--post-proof" => a.kind = Some(Kind::Post(value()?.parse()?)),
+            "--sectors" => a.sectors = Some(value()?.parse()?),
             "--seed" => a.seed = value()?.parse()?,
             "--jobs" => a.jobs = value()?.parse()?,
+            "--together" => {
+                a.together = value()?
+                    .split(',')
+                    .map(|k| k.trim().parse())
+                    .collect::<Result<_, _>>()?
+            }
             "--fake-params" => a.fake_params = true,
             "--sequential-witness" => a.sequential_witness = true,
             "--time-fake-params" => a.time_fake_params = true,
@@ -84,9 +116,10 @@ fn args() -> Result<Args> {
             }
             "--help" | "-h" => {
                 println!(
-                    "c2_bench --seal-proof NAME [--seed N] (--fake-params | --param-cache DIR) \
-                     [--time-fake-params] [--pce-dir DIR] [--jobs N] [--out DIR] [--engine key=value ...] \
-                     [--sequential-witness] [--json REV CMD]"
+                    "c2_bench (--seal-proof NAME | --update-proof NAME | --post-proof NAME \
+                     [--sectors N]) [--seed N] (--fake-params | --param-cache DIR) \
+                     [--time-fake-params] [--pce-dir DIR] [--jobs N] [--together K,..] [--out DIR] \
+                     [--engine key=value ...] [--sequential-witness] [--json REV CMD]"
                 );
                 std::process::exit(0);
             }
@@ -94,10 +127,18 @@ fn args() -> Result<Args> {
         }
     }
     ensure!(
+        a.kind.is_some(),
+        "give one of --seal-proof, --update-proof and --post-proof"
+    );
+    ensure!(
         a.fake_params != a.param_cache.is_some(),
         "give exactly one of --fake-params and --param-cache"
     );
     ensure!(a.jobs > 0, "--jobs must be at least 1");
+    ensure!(
+        !a.together.is_empty() && a.together.iter().all(|&k| k > 0),
+        "--together takes proof counts of at least 1"
+    );
     Ok(a)
 }
 
@@ -111,6 +152,49 @@ fn peak_rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// The parsed synthetic input.
+enum Input {
+    PoRep(C1Output),
+    Update(UpdateInput),
+    Post(PostInput),
+}
+
+impl Input {
+    fn visit<V: PartitionsVisitor>(&self, dir: &Path, v: V) -> Result<V::Output> {
+        Ok(match self {
+            Input::PoRep(c1) => c1.visit_partitions(dir, v)?,
+            Input::Update(u) => u.visit_partitions(dir, v)?,
+            Input::Post(p) => p.visit_partitions(dir, v)?,
+        })
+    }
+
+    fn verify(&self, dir: &Path, bytes: &[u8]) -> Result<bool> {
+        Ok(match self {
+            Input::PoRep(c1) => c1.verify(dir, bytes)?,
+            Input::Update(u) => u.verify(dir, bytes)?,
+            Input::Post(p) => p.verify(dir, bytes)?,
+        })
+    }
+}
+
+/// The results recorded so far (bench-data entries).
+struct Results {
+    prefix: String,
+    entries: Vec<serde_json::Value>,
+}
+
+impl Results {
+    fn add(&mut self, name: &str, unit: &str, value: f64, notes: String) {
+        eprintln!("{name}: {value:.3} {unit} ({notes})");
+        self.entries.push(serde_json::json!({
+            "name": format!("{}/{name}", self.prefix),
+            "unit": unit,
+            "median": value, "min": value, "max": value, "runs": 1,
+            "notes": notes,
+        }));
+    }
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -119,212 +203,73 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = args()?;
-    use cuzk_filecoin::sector::Shape;
-    match args.proof.sector_size.shape() {
-        Shape::Base => run::<filecoin_proofs::SectorShapeBase>(&args),
-        Shape::Sub2 => run::<filecoin_proofs::SectorShapeSub2>(&args),
-        Shape::Sub8 => run::<filecoin_proofs::SectorShapeSub8>(&args),
-        Shape::Top2 => run::<filecoin_proofs::SectorShapeTop2>(&args),
-    }
-}
-
-fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
-    let proof = args.proof;
-    let mut results = Vec::new();
-    let mut result = |name: &str, unit: &str, value: f64, notes: String| {
-        eprintln!("{name}: {value:.3} {unit} ({notes})");
-        results.push(serde_json::json!({
-            "name": format!("c2/{proof}/{name}"),
-            "unit": unit,
-            "median": value, "min": value, "max": value, "runs": 1,
-            "notes": notes,
-        }));
+    let kind = args.kind.context("no proof kind")?;
+    let mut results = Results {
+        prefix: match kind {
+            Kind::PoRep(p) => format!("c2/{p}"),
+            Kind::Update(p) => format!("snap/{p}"),
+            Kind::Post(p) => format!("post/{p}"),
+        },
+        entries: Vec::new(),
     };
-
-    let s = synthetic::generate::<Tree>(proof, args.seed)?;
-    result(
-        "synthetic_c1",
-        "s",
-        s.seconds,
-        format!(
-            "seed {}: {} partitions, {} challenges, vanilla proofs checked",
-            args.seed,
-            s.c1.vanilla_proofs.len(),
-            s.c1.vanilla_proofs.iter().map(Vec::len).sum::<usize>()
-        ),
-    );
-    let dir = args.param_cache.clone().unwrap_or_default();
-    let partitions = porep::partitions(&s.c1, proof, &dir)?;
-    let shape = shape_id(&partitions.params);
-    let n = partitions.circuits.len();
-
-    // The PCE on disk where the engine reads it: read from there if it is
-    // there, else recorded from the blank circuit and written there.
-    let pce_path = args.pce_dir.join(cuzk_engine::pce_file::file_name(&shape));
-    let want_pce = args.fake_params || args.time_fake_params;
-    let mut pce = None;
-    if pce_path.exists() {
-        if want_pce {
-            let t = Instant::now();
-            pce = Some(cuzk_engine::pce_file::read_pce(&pce_path, &shape, None)?);
-            result(
-                "pce_read",
+    let seed = args.seed;
+    let (input, blank): (Input, Box<dyn Fn() -> cuzk_filecoin::Result<BlankPce>>) = match kind {
+        Kind::PoRep(proof) => {
+            let s = synthetic::generate_json(proof, seed)?;
+            results.add(
+                "synthetic_c1",
                 "s",
-                t.elapsed().as_secs_f64(),
-                pce_path.display().to_string(),
+                s.seconds,
+                format!(
+                    "seed {seed}: {} partitions, {} challenges, vanilla proofs checked",
+                    s.partitions, s.challenges
+                ),
             );
+            let c1 = C1Output::from_json(&s.json, Some(proof))?;
+            (Input::PoRep(c1), Box::new(move || porep::blank_pce(proof)))
         }
-    } else {
-        let blank = porep::blank_pce(proof)?;
-        result(
-            "pce_record",
-            "s",
-            blank.record_seconds,
-            format!(
-                "blank circuit, {} constraints, one thread",
-                blank.pce.num_constraints()
-            ),
-        );
-        let t = Instant::now();
-        blank.write_to(&args.pce_dir)?;
-        result(
-            "pce_write",
-            "s",
-            t.elapsed().as_secs_f64(),
-            pce_path.display().to_string(),
-        );
-        if want_pce {
-            pce = Some(blank.pce);
+        Kind::Update(proof) => {
+            let s = synthetic::update_json(proof, seed)?;
+            let u = UpdateInput::from_json(&s.json)?;
+            results.add(
+                "synthetic_update",
+                "s",
+                s.seconds,
+                format!(
+                    "seed {seed}: {} partitions, vanilla proofs checked",
+                    u.partitions()
+                ),
+            );
+            (Input::Update(u), Box::new(move || update::blank_pce(proof)))
         }
-    }
-
-    let mut config =
-        EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
-    config.pce_cache_dir = Some(args.pce_dir.clone());
-    let engine = Engine::new(config)?;
-    let mut fake = None;
-    if let Some(pce) = pce.take() {
-        let t = Instant::now();
-        let made = cuzk_groth16_cuda::fake::fake_params(&pce, 1);
-        result(
-            "fake_params",
-            "s",
-            t.elapsed().as_secs_f64(),
-            format!(
-                "in memory, {} threads: h {}, l {}, a {}, b_g1 {}, b_g2 {} points",
-                rayon::current_num_threads(),
-                made.h.len(),
-                made.l.len(),
-                made.a.len(),
-                made.b_g1.len(),
-                made.b_g2.len()
-            ),
-        );
-        if args.fake_params {
-            fake = Some(made);
+        Kind::Post(proof) => {
+            let sectors = args.sectors.unwrap_or(proof.config().sector_count);
+            let s = synthetic::post_json(proof, sectors, seed)?;
+            let p = PostInput::from_json(&s.json, Some(proof.kind))?;
+            results.add(
+                "synthetic_post",
+                "s",
+                s.seconds,
+                format!(
+                    "seed {seed}: {sectors} sectors, {} partitions",
+                    p.partitions()?
+                ),
+            );
+            (Input::Post(p), Box::new(move || post::blank_pce(proof)))
         }
-    }
-    let params = match fake {
-        Some(fake) => {
-            let key = format!("fake {shape}");
-            engine.register_params(key.clone(), Arc::new(fake))?;
-            ParamsRef::Key(key)
-        }
-        None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
     };
-
-    let shape_id = ShapeId(shape.clone());
-    let circuits = partitions.circuits;
-    let witness = if args.sequential_witness {
-        cuzk_synth::Witness::synthesize_with_capacity
-    } else {
-        partitions.witness
-    };
-    let t = Instant::now();
-    cuzk_engine::bench::warm_up_with(
-        &engine,
-        &shape_id,
-        &params,
-        |_| circuits[0].clone(),
-        witness,
-    )?;
-    result(
-        "warm_up_partition",
-        "s",
-        t.elapsed().as_secs_f64(),
-        "one partition: PCE read from disk, parameters to the prover, witness, proof".into(),
-    );
-
-    let c1 = if args.fake_params {
-        None
-    } else {
-        Some(C1Output::from_json(
-            &serde_json::to_vec(&s.c1)?,
-            Some(proof),
-        )?)
-    };
-    for job in 0..args.jobs {
-        let (proofs, report, timeline) = cuzk_engine::bench::measure_with(
-            &engine,
-            &shape_id,
-            &params,
-            n,
-            |i| circuits[(i as usize - 1) % n].clone(),
-            witness,
-        )?;
-        ensure!(proofs.len() == n, "missing proofs");
-        eprintln!("{}", report.summary);
-        let verified = match &c1 {
-            Some(c1) => {
-                let ok = c1.verify(&dir, &proofs_to_bytes(&proofs))?;
-                ensure!(ok, "the C2 proof does not verify");
-                "verified"
-            }
-            None => "fake parameters, not verifiable",
-        };
-        let stages = report
-            .summary
-            .stages
-            .iter()
-            .map(|st| format!("{} {:.0} ms", st.stage, st.median_ms))
-            .collect::<Vec<_>>()
-            .join(", ");
-        result(
-            &format!("proof_{job}"),
-            "s",
-            report.wall_s,
-            format!(
-                "one C2 of {n} partitions ({verified}), {} witness, backend {}, {} workers/device; \
-                 {:.3} s per partition; gpu busy {:.3}; per-partition medians: {stages}; \
-                 largest gaps: {:?}",
-                if args.sequential_witness {
-                    "sequential"
-                } else {
-                    "parallel"
-                },
-                report.config.backend,
-                report.config.workers_per_device,
-                report.seconds_per_partition,
-                report.busy_fraction(),
-                report
-                    .summary
-                    .devices
-                    .iter()
-                    .map(|d| &d.largest_gaps)
-                    .collect::<Vec<_>>()
-            ),
-        );
-        if let Some(out) = &args.out {
-            std::fs::create_dir_all(out)?;
-            let stem = format!("{proof}-job{job}");
-            let trace = out.join(format!("timeline-{stem}.json"));
-            std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;
-            let summary = out.join(format!("summary-{stem}.json"));
-            std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
-            eprintln!("wrote {} and {}", trace.display(), summary.display());
-        }
-    }
-    result(
+    let dir = args.param_cache.clone().unwrap_or_default();
+    input.visit(
+        &dir,
+        Bench {
+            args: &args,
+            input: &input,
+            dir: &dir,
+            blank: &*blank,
+            results: &mut results,
+        },
+    )??;
+    results.add(
         "peak_rss",
         "GiB",
         peak_rss() as f64 / (1u64 << 30) as f64,
@@ -336,9 +281,214 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             "date": today(),
             "machine": Machine::detect(),
             "command": command,
-            "results": results,
+            "results": results.entries,
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(())
+}
+
+/// The measurement, on the typed partitions.
+struct Bench<'a> {
+    args: &'a Args,
+    input: &'a Input,
+    dir: &'a Path,
+    blank: &'a dyn Fn() -> cuzk_filecoin::Result<BlankPce>,
+    results: &'a mut Results,
+}
+
+impl PartitionsVisitor for Bench<'_> {
+    type Output = Result<()>;
+
+    fn visit<C>(self, partitions: Partitions<C>) -> Result<()>
+    where
+        C: Circuit<Scalar> + Clone + Send + Sync + 'static,
+    {
+        let Bench {
+            args,
+            input,
+            dir,
+            blank,
+            results,
+        } = self;
+        let shape = shape_id(&partitions.params);
+        let n = partitions.circuits.len();
+
+        // The PCE on disk where the engine reads it: read from there if it
+        // is there, else recorded from the blank circuit and written there.
+        let pce_path = args.pce_dir.join(cuzk_engine::pce_file::file_name(&shape));
+        let want_pce = args.fake_params || args.time_fake_params;
+        let mut pce = None;
+        if pce_path.exists() {
+            if want_pce {
+                let t = Instant::now();
+                pce = Some(cuzk_engine::pce_file::read_pce(&pce_path, &shape, None)?);
+                results.add(
+                    "pce_read",
+                    "s",
+                    t.elapsed().as_secs_f64(),
+                    pce_path.display().to_string(),
+                );
+            }
+        } else {
+            let blank = blank()?;
+            results.add(
+                "pce_record",
+                "s",
+                blank.record_seconds,
+                format!(
+                    "blank circuit, {} constraints, one thread",
+                    blank.pce.num_constraints()
+                ),
+            );
+            let t = Instant::now();
+            blank.write_to(&args.pce_dir)?;
+            results.add(
+                "pce_write",
+                "s",
+                t.elapsed().as_secs_f64(),
+                pce_path.display().to_string(),
+            );
+            if want_pce {
+                pce = Some(blank.pce);
+            }
+        }
+
+        let mut config =
+            EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
+        config.pce_cache_dir = Some(args.pce_dir.clone());
+        let engine = Engine::new(config)?;
+        let mut fake = None;
+        if let Some(pce) = pce.take() {
+            let t = Instant::now();
+            let made = cuzk_groth16_cuda::fake::fake_params(&pce, 1);
+            results.add(
+                "fake_params",
+                "s",
+                t.elapsed().as_secs_f64(),
+                format!(
+                    "in memory, {} threads: h {}, l {}, a {}, b_g1 {}, b_g2 {} points",
+                    rayon::current_num_threads(),
+                    made.h.len(),
+                    made.l.len(),
+                    made.a.len(),
+                    made.b_g1.len(),
+                    made.b_g2.len()
+                ),
+            );
+            if args.fake_params {
+                fake = Some(made);
+            }
+        }
+        let params = match fake {
+            Some(fake) => {
+                let key = format!("fake {shape}");
+                engine.register_params(key.clone(), Arc::new(fake))?;
+                ParamsRef::Key(key)
+            }
+            None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
+        };
+
+        let shape_id = ShapeId(shape.clone());
+        let circuits = partitions.circuits;
+        let sequential = args.sequential_witness;
+        let witness = if sequential {
+            cuzk_synth::Witness::synthesize_with_capacity
+        } else {
+            partitions.witness
+        };
+        let t = Instant::now();
+        cuzk_engine::bench::warm_up_with(
+            &engine,
+            &shape_id,
+            &params,
+            |_| circuits[0].clone(),
+            witness,
+        )?;
+        results.add(
+            "warm_up_partition",
+            "s",
+            t.elapsed().as_secs_f64(),
+            "one partition: PCE read from disk, parameters to the prover, witness, proof".into(),
+        );
+
+        for (together, job) in args
+            .together
+            .iter()
+            .flat_map(|&k| (0..args.jobs).map(move |j| (k, j)))
+        {
+            let label = if together > 1 {
+                format!("proof_x{together}_{job}")
+            } else {
+                format!("proof_{job}")
+            };
+            let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
+                &engine,
+                &shape_id,
+                &params,
+                together,
+                n,
+                |i| circuits[(i as usize - 1) % n].clone(),
+                witness,
+            )?;
+            ensure!(proofs.len() == together * n, "missing proofs");
+            eprintln!("{}", report.summary);
+            let verified = if args.fake_params {
+                "fake parameters, not verifiable"
+            } else {
+                for (k, one) in proofs.chunks(n).enumerate() {
+                    let ok = input.verify(dir, &proofs_to_bytes(one))?;
+                    ensure!(ok, "proof {k} of measurement {job} does not verify");
+                }
+                "verified"
+            };
+            let stages = report
+                .summary
+                .stages
+                .iter()
+                .map(|st| format!("{} {:.0} ms", st.stage, st.median_ms))
+                .collect::<Vec<_>>()
+                .join(", ");
+            results.add(
+                &label,
+                "s",
+                report.wall_s / together as f64,
+                format!(
+                    "wall time per proof of {n} partitions, {together} proof(s) submitted at once \
+                     (wall {:.3} s; {verified}), {} witness, backend {}, {} workers/device; \
+                     {:.3} s per partition; gpu busy {:.3}; per-partition medians: {stages}; \
+                     largest gaps: {:?}",
+                    report.wall_s,
+                    if sequential {
+                        "sequential"
+                    } else {
+                        "circuit's own"
+                    },
+                    report.config.backend,
+                    report.config.workers_per_device,
+                    report.seconds_per_partition,
+                    report.busy_fraction(),
+                    report
+                        .summary
+                        .devices
+                        .iter()
+                        .map(|d| &d.largest_gaps)
+                        .collect::<Vec<_>>()
+                ),
+            );
+            if let Some(out) = &args.out {
+                std::fs::create_dir_all(out)?;
+                let stem = format!(
+                    "{}-{label}",
+                    results.prefix.rsplit('/').next().unwrap_or("proof")
+                );
+                let trace = out.join(format!("timeline-{stem}.json"));
+                std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;
+                let summary = out.join(format!("summary-{stem}.json"));
+                std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
+                eprintln!("wrote {} and {}", trace.display(), summary.display());
+            }
+        }
+        Ok(())
+    }
 }

@@ -46,7 +46,9 @@ pub mod vanilla;
 pub use error::{FilecoinError, Result};
 pub use params::ParamFiles;
 pub use porep::{C1Output, C2Proof};
-pub use prove::{BlankPce, Partitions, proofs_from_bytes, proofs_to_bytes, shape_id};
+pub use prove::{
+    BlankPce, Partitions, PartitionsVisitor, proofs_from_bytes, proofs_to_bytes, shape_id,
+};
 pub use sector::{PostKind, PostProof, SealProof, SealVersion, SectorSize, UpdateProof};
 pub use update::UpdateInput;
 pub use vanilla::VanillaEncoding;

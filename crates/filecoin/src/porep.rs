@@ -33,7 +33,9 @@ use storage_proofs_porep::stacked::{
 
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
-use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::prove::{
+    BlankPce, Partitions, PartitionsVisitor, compound_circuits, proofs_from_bytes, proofs_to_bytes,
+};
 use crate::sector::{self, SealProof, SealVersion, SectorSize, Shape};
 
 /// One challenge's vanilla proof, as C1 holds it.
@@ -335,6 +337,16 @@ impl C1Output {
     /// Partitions of the C2 proof.
     pub fn partitions(&self) -> usize {
         with_c1!(&self.inner, c1 => c1.vanilla_proofs.len())
+    }
+
+    /// Hands the typed partition circuits (with their parameter files in
+    /// `param_dir` and the parallel witness) to `visitor`.
+    pub fn visit_partitions<V: PartitionsVisitor>(
+        &self,
+        param_dir: &Path,
+        visitor: V,
+    ) -> Result<V::Output> {
+        with_c1!(&self.inner, c1 => Ok(visitor.visit(partitions(c1, self.proof, param_dir)?)))
     }
 
     /// Checks the vanilla proofs against the C1's own public inputs

@@ -34,7 +34,9 @@ use storage_proofs_post::fallback::{
 
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
-use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::prove::{
+    BlankPce, Partitions, PartitionsVisitor, compound_circuits, proofs_from_bytes, proofs_to_bytes,
+};
 use crate::sector::{PostKind, PostProof, Shape};
 use crate::vanilla::{self, VanillaEncoding};
 
@@ -158,6 +160,22 @@ impl PostInput {
     pub fn partitions(&self) -> Result<usize> {
         let config = self.proof.config();
         with_vanilla!(&self.inner, v => partition_count(&config, v))
+    }
+
+    /// Hands the typed partition circuits (with their parameter files in
+    /// `param_dir`) to `visitor`.
+    pub fn visit_partitions<V: PartitionsVisitor>(
+        &self,
+        param_dir: &Path,
+        visitor: V,
+    ) -> Result<V::Output> {
+        with_vanilla!(&self.inner, v => Ok(visitor.visit(partitions(
+            self.proof,
+            &self.randomness,
+            self.prover_id,
+            v,
+            param_dir
+        )?)))
     }
 
     /// Submits the PoSt to `engine` as one job and returns at once; its

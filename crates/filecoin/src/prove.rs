@@ -64,6 +64,18 @@ impl BlankPce {
     }
 }
 
+/// Work on the typed partitions of a proof whose circuit type is chosen at
+/// run time (by sector size and proof kind): benchmarks and tools that need
+/// the circuits themselves, not just the proofs. See
+/// [`crate::C1Output::visit_partitions`], [`crate::post::PostInput::visit_partitions`]
+/// and [`crate::UpdateInput::visit_partitions`].
+pub trait PartitionsVisitor {
+    type Output;
+    fn visit<C>(self, partitions: Partitions<C>) -> Self::Output
+    where
+        C: Circuit<Scalar> + Clone + Send + Sync + 'static;
+}
+
 /// The partition circuits of one Filecoin proof, ready for the engine.
 #[derive(Debug)]
 pub struct Partitions<C> {

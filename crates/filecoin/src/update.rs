@@ -40,7 +40,9 @@ use storage_proofs_update::{
 
 use crate::error::{FilecoinError, Result};
 use crate::params::{self, ParamFiles};
-use crate::prove::{BlankPce, Partitions, compound_circuits, proofs_from_bytes, proofs_to_bytes};
+use crate::prove::{
+    BlankPce, Partitions, PartitionsVisitor, compound_circuits, proofs_from_bytes, proofs_to_bytes,
+};
 use crate::sector::{self, SectorSize, Shape, UpdateProof};
 use crate::vanilla::{self, VanillaEncoding};
 
@@ -265,6 +267,21 @@ impl UpdateInput {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Hands the typed partition circuits (with their parameter files in
+    /// `param_dir`) to `visitor`.
+    pub fn visit_partitions<V: PartitionsVisitor>(
+        &self,
+        param_dir: &Path,
+        visitor: V,
+    ) -> Result<V::Output> {
+        with_vanilla!(&self.inner, v => Ok(visitor.visit(partitions_of(
+            self.proof,
+            self.comms,
+            v,
+            param_dir
+        )?)))
     }
 
     /// Submits the update proof to `engine` as one job and returns at once;
