@@ -12,10 +12,15 @@
 //!   synthesized in parallel on every core (what the engine does), checked
 //!   equal to the sequential witness.
 //!
+//! `--profile DEPTH` also prints (and records) where one challenge's
+//! synthesis spends its time, by namespace path cut to DEPTH components
+//! (`cuzk_synth::Profile`: SHA-256 labeling, Poseidon column hashes, the
+//! Merkle paths, encoding), on one thread.
+//!
 //! ```text
 //! cargo run --release -p cuzk-filecoin --example witness_bench -- \
 //!     --seal-proof StackedDrg32GiBV1_1 [--seed 1] [--partition 0] [--runs 1] \
-//!     [--skip-bellperson] [--json REV CMD]
+//!     [--skip-bellperson] [--profile DEPTH] [--json REV CMD]
 //! ```
 
 use std::sync::Arc;
@@ -37,6 +42,7 @@ struct Args {
     partition: usize,
     runs: usize,
     bellperson: bool,
+    profile: Option<usize>,
     json: Option<(String, String)>,
 }
 
@@ -47,6 +53,7 @@ fn args() -> Result<Args> {
         partition: 0,
         runs: 1,
         bellperson: true,
+        profile: None,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -58,6 +65,7 @@ fn args() -> Result<Args> {
             "--partition" => a.partition = value()?.parse()?,
             "--runs" => a.runs = value()?.parse()?,
             "--skip-bellperson" => a.bellperson = false,
+            "--profile" => a.profile = Some(value()?.parse()?),
             "--json" => {
                 let rev = value()?;
                 let cmd = it.next().context("--json needs REV and CMD")?;
@@ -66,7 +74,7 @@ fn args() -> Result<Args> {
             "--help" | "-h" => {
                 println!(
                     "witness_bench --seal-proof NAME [--seed N] [--partition K] [--runs N] \
-                     [--skip-bellperson] [--json REV CMD]"
+                     [--skip-bellperson] [--profile DEPTH] [--json REV CMD]"
                 );
                 std::process::exit(0);
             }
@@ -229,6 +237,18 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         eprintln!("bellperson (1 thread): {:.2?}", bp_times);
     }
 
+    // One challenge's synthesis by namespace (head + challenge 0, as the
+    // parallel witness synthesizes each part), one thread.
+    let profile = match args.profile {
+        Some(depth) => {
+            let one = ours.first_challenges(1);
+            let p = on_threads(1, || cuzk_synth::Profile::of(one, depth))??;
+            eprintln!("one challenge (with the head), by namespace to depth {depth}:\n{p}");
+            Some(p)
+        }
+        None => None,
+    };
+
     let name = |what: &str| format!("witness/{proof}/partition{k}/{what}");
     let entry = |name: String, times: &[Duration], notes: String| {
         let (median, min, max) = stats(times);
@@ -281,6 +301,26 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         &bp_times,
         "bellperson-1t",
     ));
+    if let Some(p) = &profile {
+        let sum: f64 = p.entries.iter().map(|e| e.time.as_secs_f64()).sum();
+        results.push(serde_json::json!({
+            "name": name("profile-one-challenge"), "unit": "s",
+            "median": p.total.as_secs_f64(), "min": p.total.as_secs_f64(),
+            "max": p.total.as_secs_f64(), "runs": 1,
+            "notes": "head + challenge 0 synthesized on cuzk's witness system on one thread, \
+                      timed by namespace (clock read at every namespace event, so slower than \
+                      an unprofiled synthesis; read the shares)",
+        }));
+        for e in p.entries.iter().take(20) {
+            let t = e.time.as_secs_f64();
+            results.push(serde_json::json!({
+                "name": name(&format!("profile-one-challenge/{}", if e.path.is_empty() { "(top)" } else { &e.path })),
+                "unit": "s", "median": t, "min": t, "max": t, "runs": 1,
+                "derived": {"share": t / sum.max(f64::MIN_POSITIVE), "values": e.values},
+                "notes": "time with this namespace path open (deeper ones included), digits as #",
+            }));
+        }
+    }
     for r in &results {
         eprintln!(
             "{}: {:.3} s (x{:.2} vs bellperson)",

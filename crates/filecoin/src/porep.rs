@@ -157,6 +157,16 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         })
     }
 
+    /// This partition's circuit cut to its first `n` challenges (the same
+    /// head): storage-proofs' circuit of those challenges alone, for
+    /// profiling one challenge's synthesis.
+    pub fn first_challenges(&self, n: usize) -> PoRepCircuit<Tree> {
+        PoRepCircuit {
+            head: self.head,
+            challenges: self.challenges.iter().take(n).cloned().collect(),
+        }
+    }
+
     /// Challenges of this partition.
     pub fn challenges(&self) -> usize {
         self.challenges.len()

@@ -7,6 +7,7 @@
 //! - [`witness`]: a witness-only constraint system (values, no constraints).
 //! - [`gate`]: first come, first served entry for witnesses synthesized in
 //!   parts on rayon's pool.
+//! - [`profile`]: witness synthesis time by namespace path.
 //! - [`spmv`]: a = A·w, b = B·w, c = C·w in parallel, and the row-by-row
 //!   satisfaction check.
 //! - [`circuits`]: built-in circuits for tests, demos and benchmarks.
@@ -17,11 +18,13 @@ pub mod circuits;
 pub mod error;
 pub mod gate;
 pub mod pce;
+pub mod profile;
 pub mod spmv;
 pub mod witness;
 
 pub use error::{Result, SynthError};
 pub use gate::PartsGate;
 pub use pce::{Csr, Density, Pce, PceMemo, RecordingCs};
+pub use profile::Profile;
 pub use spmv::{Abc, check_satisfied, evaluate};
 pub use witness::{Witness, WitnessCs};
