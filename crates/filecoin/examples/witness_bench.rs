@@ -316,8 +316,12 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             results.push(serde_json::json!({
                 "name": name(&format!("profile-one-challenge/{}", if e.path.is_empty() { "(top)" } else { &e.path })),
                 "unit": "s", "median": t, "min": t, "max": t, "runs": 1,
-                "derived": {"share": t / sum.max(f64::MIN_POSITIVE), "values": e.values},
-                "notes": "time with this namespace path open (deeper ones included), digits as #",
+                "notes": format!(
+                    "{:.1}% of the profiled time, {} values allocated; time with this \
+                     namespace path open (deeper ones cut off and included), digits as #",
+                    100.0 * t / sum.max(f64::MIN_POSITIVE),
+                    e.values
+                ),
             }));
         }
     }
