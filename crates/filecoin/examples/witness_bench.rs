@@ -12,6 +12,11 @@
 //!   synthesized in parallel on every core (what the engine does), checked
 //!   equal to the sequential witness.
 //!
+//! `--concurrent K` also makes K partitions' parallel witnesses at once on
+//! K threads (as the engine's synthesis threads do), with huge pages for
+//! the witness buffers off, on, and off again (`cuzk_synth::set_huge_pages`),
+//! reporting wall time and the process's user and system CPU time of each.
+//!
 //! `--profile DEPTH` also prints (and records) where one challenge's
 //! synthesis spends its time, by namespace path cut to DEPTH components
 //! (`cuzk_synth::Profile`: SHA-256 labeling, Poseidon column hashes, the
@@ -20,7 +25,7 @@
 //! ```text
 //! cargo run --release -p cuzk-filecoin --example witness_bench -- \
 //!     --seal-proof StackedDrg32GiBV1_1 [--seed 1] [--partition 0] [--runs 1] \
-//!     [--skip-bellperson] [--profile DEPTH] [--json REV CMD]
+//!     [--skip-bellperson] [--skip-sequential] [--concurrent K] [--profile DEPTH] [--json REV CMD]
 //! ```
 
 use std::sync::Arc;
@@ -43,6 +48,8 @@ struct Args {
     runs: usize,
     bellperson: bool,
     profile: Option<usize>,
+    concurrent: Option<usize>,
+    sequential: bool,
     json: Option<(String, String)>,
 }
 
@@ -54,6 +61,8 @@ fn args() -> Result<Args> {
         runs: 1,
         bellperson: true,
         profile: None,
+        concurrent: None,
+        sequential: true,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -65,7 +74,9 @@ fn args() -> Result<Args> {
             "--partition" => a.partition = value()?.parse()?,
             "--runs" => a.runs = value()?.parse()?,
             "--skip-bellperson" => a.bellperson = false,
+            "--skip-sequential" => a.sequential = false,
             "--profile" => a.profile = Some(value()?.parse()?),
+            "--concurrent" => a.concurrent = Some(value()?.parse()?),
             "--json" => {
                 let rev = value()?;
                 let cmd = it.next().context("--json needs REV and CMD")?;
@@ -74,7 +85,7 @@ fn args() -> Result<Args> {
             "--help" | "-h" => {
                 println!(
                     "witness_bench --seal-proof NAME [--seed N] [--partition K] [--runs N] \
-                     [--skip-bellperson] [--profile DEPTH] [--json REV CMD]"
+                     [--skip-bellperson] [--skip-sequential] [--concurrent K] [--profile DEPTH] [--json REV CMD]"
                 );
                 std::process::exit(0);
             }
@@ -179,15 +190,21 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     let (theirs, ours) = (&theirs[k], &ours[k]);
     let challenges = ours.challenges();
 
-    // cuzk, sequential: also gives the sizes the engine would take from the PCE.
+    // cuzk, sequential: also gives the sizes the engine would take from the
+    // PCE (under --skip-sequential, an untimed parallel witness gives them,
+    // and the timed ones are compared with it).
     let mut seq_times = Vec::new();
     let mut reference = None;
-    for _ in 0..args.runs {
-        let c = theirs.clone();
-        let t = Instant::now();
-        let w = on_threads(1, || Witness::synthesize(c))??;
-        seq_times.push(t.elapsed());
-        reference = Some(w);
+    if args.sequential {
+        for _ in 0..args.runs {
+            let c = theirs.clone();
+            let t = Instant::now();
+            let w = on_threads(1, || Witness::synthesize(c))??;
+            seq_times.push(t.elapsed());
+            reference = Some(w);
+        }
+    } else {
+        reference = Some(ours.clone().witness(0, 0)?);
     }
     let reference = reference.context("no run")?;
     let (inputs, aux) = (reference.inputs.len(), reference.aux.len());
@@ -204,7 +221,12 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         par_times.push(t.elapsed());
         ensure!(
             w == reference,
-            "the parallel witness differs from the sequential one"
+            "the parallel witness differs from the {} one",
+            if args.sequential {
+                "sequential"
+            } else {
+                "first parallel"
+            }
         );
     }
     drop(reference);
@@ -235,6 +257,44 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             }
         }
         eprintln!("bellperson (1 thread): {:.2?}", bp_times);
+    }
+
+    // K partitions' parallel witnesses at once, huge pages on and off.
+    let mut concurrent = Vec::new();
+    if let Some(k) = args.concurrent {
+        // Off, on, off again: the order's own effect shows.
+        for on in [false, true, false] {
+            cuzk_synth::set_huge_pages(on);
+            let before = cpu_seconds();
+            let t = Instant::now();
+            std::thread::scope(|scope| -> Result<()> {
+                let handles: Vec<_> = (0..k)
+                    .map(|_| {
+                        let c = ours.clone();
+                        scope.spawn(move || c.witness(inputs, aux).map(|w| w.aux.len()))
+                    })
+                    .collect();
+                for h in handles {
+                    let n = h
+                        .join()
+                        .map_err(|_| anyhow::anyhow!("a witness thread panicked"))??;
+                    ensure!(
+                        n == aux,
+                        "a concurrent witness has {n} aux values, not {aux}"
+                    );
+                }
+                Ok(())
+            })?;
+            let wall = t.elapsed();
+            let after = cpu_seconds();
+            let (user, sys) = (after.0 - before.0, after.1 - before.1);
+            eprintln!(
+                "{k} partitions at once, huge pages {}: {wall:.2?}, user {user:.1} s, system {sys:.1} s",
+                if on { "on" } else { "off" }
+            );
+            concurrent.push((on, wall, user, sys));
+        }
+        cuzk_synth::set_huge_pages(true);
     }
 
     // One challenge's synthesis by namespace (head + challenge 0, as the
@@ -279,28 +339,56 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             ),
         ));
     }
-    results.push(with_baseline(
-        entry(
-            name("cuzk-sequential-1t"),
-            &seq_times,
-            format!("storage-proofs' circuit on cuzk's witness system, one thread; {sizes}"),
-        ),
-        &bp_times,
-        "bellperson-1t",
-    ));
+    if !seq_times.is_empty() {
+        results.push(with_baseline(
+            entry(
+                name("cuzk-sequential-1t"),
+                &seq_times,
+                format!("storage-proofs' circuit on cuzk's witness system, one thread; {sizes}"),
+            ),
+            &bp_times,
+            "bellperson-1t",
+        ));
+    }
     results.push(with_baseline(
         entry(
             name(&format!("cuzk-parallel-{}t", rayon::current_num_threads())),
             &par_times,
             format!(
                 "challenges in parallel on rayon's pool ({} threads, {cores} cores), \
-                 equal to the sequential witness; {sizes}",
-                rayon::current_num_threads()
+                 equal to the {} witness; {sizes}",
+                rayon::current_num_threads(),
+                if args.sequential {
+                    "sequential"
+                } else {
+                    "first parallel"
+                }
             ),
         ),
         &bp_times,
         "bellperson-1t",
     ));
+    if let Some(k) = args.concurrent {
+        for (run, &(on, wall, user, sys)) in concurrent.iter().enumerate() {
+            let t = wall.as_secs_f64();
+            results.push(serde_json::json!({
+                "name": name(&format!(
+                    "cuzk-parallel-{k}-at-once/huge-pages-{}/run{run}",
+                    if on { "on" } else { "off" }
+                )),
+                "unit": "s", "median": t, "min": t, "max": t, "runs": 1,
+                "notes": format!(
+                    "{k} copies of this partition's parallel witness at once on {k} threads \
+                     (rayon's pool of {} threads shared, PartsGate ordering), huge pages for \
+                     witness buffers {}; {:.3} s per partition; process CPU time meanwhile: \
+                     user {user:.1} s, system {sys:.1} s; {sizes}",
+                    rayon::current_num_threads(),
+                    if on { "on (MADV_HUGEPAGE)" } else { "off" },
+                    t / k as f64,
+                ),
+            }));
+        }
+    }
     if let Some(p) = &profile {
         let sum: f64 = p.entries.iter().map(|e| e.time.as_secs_f64()).sum();
         results.push(serde_json::json!({
@@ -344,4 +432,22 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(())
+}
+
+/// This process's (user, system) CPU seconds so far, from /proc/self/stat
+/// (clock ticks of 1/100 s); zeros where it cannot be read.
+fn cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 100.0
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 here.
+    (ticks(11), ticks(12))
 }

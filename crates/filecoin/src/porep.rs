@@ -195,13 +195,20 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         let PoRepCircuit { head, challenges } = self;
         let mut cs = WitnessCs::with_capacity(inputs, aux);
         head.synthesize(&mut cs, Vec::new())?;
+        // Every challenge has the same shape: room for the head and one
+        // challenge's share of the rest.
+        let head_aux = cs.aux_len();
+        let part_aux = head_aux
+            + aux
+                .saturating_sub(head_aux)
+                .div_ceil(challenges.len().max(1));
         // Partitions synthesized at once take the pool in turn, so the first
         // finishes first (see `PartsGate`).
         let pass = PartsGate::global().enter(challenges.len());
         let parts = challenges
             .into_par_iter()
             .map(|challenge| {
-                let mut part = WitnessCs::part();
+                let mut part = WitnessCs::part_with_capacity(part_aux);
                 head.synthesize(&mut part, vec![challenge])?;
                 Ok(part.into_witness())
             })

@@ -27,4 +27,4 @@ pub use gate::PartsGate;
 pub use pce::{Csr, Density, Pce, PceMemo, RecordingCs};
 pub use profile::Profile;
 pub use spmv::{Abc, check_satisfied, evaluate};
-pub use witness::{Witness, WitnessCs};
+pub use witness::{Witness, WitnessCs, huge_pages, set_huge_pages};

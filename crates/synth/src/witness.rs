@@ -8,6 +8,62 @@ use ff::Field;
 
 use crate::{Result, SynthError};
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether large witness buffers ask the kernel for huge pages
+/// ([`set_huge_pages`]); `None` until first read from `CUZK_HUGE_PAGES`.
+static HUGE_PAGES: OnceLock<AtomicBool> = OnceLock::new();
+
+fn huge_pages_flag() -> &'static AtomicBool {
+    HUGE_PAGES.get_or_init(|| {
+        let off = std::env::var("CUZK_HUGE_PAGES").is_ok_and(|v| v == "0" || v == "off");
+        AtomicBool::new(!off)
+    })
+}
+
+/// Turns huge pages for witness buffers on or off for the process (on by
+/// default; `CUZK_HUGE_PAGES=0` starts with them off). A 32 GiB PoRep
+/// partition's witness is 4.2 GB of new memory, and made in parallel it is
+/// written by every core at once: with 4 KiB pages that is a million page
+/// faults per partition, all taking the same process-wide lock. Linux
+/// backs a region advised with `MADV_HUGEPAGE` by 2 MiB pages where
+/// transparent huge pages are in `madvise` or `always` mode; elsewhere the
+/// advice does nothing.
+pub fn set_huge_pages(on: bool) {
+    huge_pages_flag().store(on, Ordering::Relaxed);
+}
+
+/// Whether witness buffers ask for huge pages now.
+pub fn huge_pages() -> bool {
+    huge_pages_flag().load(Ordering::Relaxed)
+}
+
+/// Advises huge pages for the whole page-aligned part of `v`'s capacity
+/// when it is at least 4 MiB and huge pages are on. Advice only: nothing
+/// changes if the kernel declines.
+fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    const MIN: usize = 4 << 20;
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < MIN || !huge_pages() {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = v.as_mut_ptr() as usize;
+        let aligned = start.next_multiple_of(PAGE);
+        let len = (start + bytes).saturating_sub(aligned) / PAGE * PAGE;
+        // SAFETY: [aligned, aligned + len) lies inside the allocation of
+        // `v`'s capacity, which this process owns; MADV_HUGEPAGE only sets
+        // how the kernel backs those pages and never changes their contents
+        // or the mapping's validity.
+        unsafe {
+            libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 /// The assignment of one circuit instance: inputs (ONE first) and aux values.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Witness {
@@ -96,6 +152,7 @@ impl WitnessCs {
             inputs: Vec::with_capacity(inputs.max(1)),
             aux: Vec::with_capacity(aux),
         };
+        advise_huge_pages(&mut witness.aux);
         witness.inputs.push(Scalar::ONE);
         WitnessCs { witness }
     }
@@ -104,6 +161,17 @@ impl WitnessCs {
     /// `extend` drops) and nothing else.
     pub fn part() -> WitnessCs {
         WitnessCs::with_capacity(1, 0)
+    }
+
+    /// [`WitnessCs::part`] with room for `aux` values up front (a part of
+    /// known size grows without reallocating).
+    pub fn part_with_capacity(aux: usize) -> WitnessCs {
+        WitnessCs::with_capacity(1, aux)
+    }
+
+    /// Aux values assigned so far.
+    pub fn aux_len(&self) -> usize {
+        self.witness.aux.len()
     }
 
     /// The values assigned so far.
@@ -187,6 +255,26 @@ mod tests {
     use bellperson::gadgets::num::AllocatedNum;
 
     use super::*;
+
+    #[test]
+    fn huge_pages_switch_and_large_buffers_keep_their_values() {
+        for on in [true, false] {
+            set_huge_pages(on);
+            assert_eq!(huge_pages(), on);
+            // 32 MiB of aux: over the advice threshold.
+            let mut cs = WitnessCs::with_capacity(1, 1 << 20);
+            for i in 0..(1u64 << 20) {
+                cs.alloc(|| "v", || Ok(Scalar::from(i))).unwrap();
+            }
+            assert_eq!(cs.aux_len(), 1 << 20);
+            let w = cs.into_witness();
+            assert_eq!(w.aux[12345], Scalar::from(12345u64));
+            assert_eq!(w.aux[(1 << 20) - 1], Scalar::from((1u64 << 20) - 1));
+            let part = WitnessCs::part_with_capacity(3 << 17);
+            assert_eq!(part.into_witness().inputs, [Scalar::ONE]);
+        }
+        set_huge_pages(true);
+    }
 
     /// A head (one aux made an input) and parts that each allocate an input
     /// and two aux values from the head's value and their index.
