@@ -209,7 +209,9 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
             .into_par_iter()
             .map(|challenge| {
                 let mut part = WitnessCs::part_with_capacity(part_aux);
-                head.synthesize(&mut part, vec![challenge])?;
+                let done = head.synthesize(&mut part, vec![challenge]);
+                pass.part_done();
+                done?;
                 Ok(part.into_witness())
             })
             .collect::<cuzk_synth::Result<Vec<_>>>()?;

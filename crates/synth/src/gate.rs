@@ -10,8 +10,11 @@
 //! witness start its parts only while the parts already running are fewer
 //! than twice the pool's threads (one pool-full running, one queued so the
 //! pool never runs dry at a witness's tail), in the order the witnesses
-//! asked, so partitions finish about one after the other.
+//! asked, so partitions finish about one after the other. A part's place
+//! goes back as the part ends ([`GatePass::part_done`]), not when its whole
+//! witness ends.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 /// Admits holders in ticket order while the parts admitted and not yet
@@ -33,12 +36,13 @@ struct GateState {
     parts: usize,
 }
 
-/// Holds `parts` of the gate's bound; released when dropped (also on a
-/// panic).
+/// Holds `parts` of the gate's bound: each is given back by
+/// [`GatePass::part_done`] as its part ends, and what is left when the pass
+/// is dropped (also on a panic).
 #[derive(Debug)]
 pub struct GatePass<'a> {
     gate: &'a PartsGate,
-    parts: usize,
+    left: AtomicUsize,
 }
 
 impl PartsGate {
@@ -79,7 +83,20 @@ impl PartsGate {
         drop(st);
         // The next ticket may fit too.
         self.turn.notify_all();
-        GatePass { gate: self, parts }
+        GatePass {
+            gate: self,
+            left: AtomicUsize::new(parts),
+        }
+    }
+
+    fn release(&self, parts: usize) {
+        if parts == 0 {
+            return;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.parts = st.parts.saturating_sub(parts);
+        drop(st);
+        self.turn.notify_all();
     }
 
     /// Parts admitted and not yet released.
@@ -88,13 +105,24 @@ impl PartsGate {
     }
 }
 
+impl GatePass<'_> {
+    /// One of the pass's parts has ended: its place goes back to the gate
+    /// at once, so the next witness can start while this one's last parts
+    /// run (no idle tail). Calls beyond the pass's parts do nothing.
+    pub fn part_done(&self) {
+        if self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            self.gate.release(1);
+        }
+    }
+}
+
 impl Drop for GatePass<'_> {
     fn drop(&mut self) {
-        let gate = self.gate;
-        let mut st = gate.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.parts -= self.parts;
-        drop(st);
-        gate.turn.notify_all();
+        self.gate.release(*self.left.get_mut());
     }
 }
 
@@ -146,6 +174,33 @@ mod tests {
         let (a, b) = (gate.enter(2), gate.enter(1));
         assert_eq!(gate.running(), 3);
         drop((a, b));
+    }
+
+    #[test]
+    fn parts_given_back_one_by_one_let_the_next_witness_in() {
+        let gate = Arc::new(PartsGate::new(4));
+        let first = gate.enter(6);
+        let g = Arc::clone(&gate);
+        let next = thread::spawn(move || {
+            let _pass = g.enter(2);
+            g.running()
+        });
+        for left in [5, 4] {
+            first.part_done();
+            // Still at the bound: the waiter stays out.
+            assert_eq!(gate.running(), left);
+        }
+        // 3 running, under the bound: the waiter gets in with its 2.
+        first.part_done();
+        assert_eq!(next.join().unwrap(), 5);
+        first.part_done();
+        first.part_done();
+        first.part_done();
+        // Beyond its parts: nothing more is given back.
+        first.part_done();
+        assert_eq!(gate.running(), 0);
+        drop(first);
+        assert_eq!(gate.running(), 0);
     }
 
     #[test]
