@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use cuzk_engine::bench::{BenchParams, Machine, ParamsSource, today};
+use cuzk_engine::bench::{BenchParams, ParamsSource};
 use cuzk_engine::{Auto, Engine, EngineConfig, ShapeId};
 use cuzk_synth::circuits::CircuitSpec;
 
@@ -185,13 +185,7 @@ fn main() -> Result<()> {
         }
     }
     if let Some((revision, command)) = &args.json {
-        let doc = serde_json::json!({
-            "revision": revision,
-            "date": today(),
-            "machine": Machine::detect(),
-            "command": command,
-            "results": results,
-        });
+        let doc = cuzk_engine::bench::bench_doc(revision, command, results);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(())

@@ -344,6 +344,23 @@ impl Machine {
     }
 }
 
+/// A bench-data document (docs/BENCHMARKS.md, the bench-data format): the
+/// revision and command line given, today's date, this machine, and the
+/// results.
+pub fn bench_doc(
+    revision: &str,
+    command: &str,
+    results: Vec<serde_json::Value>,
+) -> serde_json::Value {
+    serde_json::json!({
+        "revision": revision,
+        "date": today(),
+        "machine": Machine::detect(),
+        "command": command,
+        "results": results,
+    })
+}
+
 /// Today's date as `YYYY-MM-DD` (from `date`), empty when it cannot run.
 pub fn today() -> String {
     first_line("date", &["+%Y-%m-%d"])

@@ -34,7 +34,6 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail, ensure};
 use bellperson::Circuit;
 use blstrs::Scalar;
-use cuzk_engine::bench::{Machine, today};
 use cuzk_engine::{Engine, EngineConfig, ParamsRef, ShapeId};
 use cuzk_filecoin::post::PostInput;
 use cuzk_filecoin::{
@@ -276,13 +275,7 @@ fn main() -> Result<()> {
         "this process's VmHWM at the end".into(),
     );
     if let Some((revision, command)) = &args.json {
-        let doc = serde_json::json!({
-            "revision": revision,
-            "date": today(),
-            "machine": Machine::detect(),
-            "command": command,
-            "results": results.entries,
-        });
+        let doc = cuzk_engine::bench::bench_doc(revision, command, results.entries);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(())

@@ -35,7 +35,6 @@ use anyhow::{Context, Result, bail, ensure};
 use bellperson::SynthesisError;
 use bellperson::groth16::{ParameterSource, VerifyingKey, create_proof_batch};
 use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
-use cuzk_engine::bench::{Machine, today};
 use cuzk_filecoin::{SealProof, porep, synthetic};
 use cuzk_synth::Witness;
 use ff::Field;
@@ -422,13 +421,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         );
     }
     if let Some((revision, command)) = &args.json {
-        let doc = serde_json::json!({
-            "revision": revision,
-            "date": today(),
-            "machine": Machine::detect(),
-            "command": command,
-            "results": results,
-        });
+        let doc = cuzk_engine::bench::bench_doc(revision, command, results);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }
     Ok(())
