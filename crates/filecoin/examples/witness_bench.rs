@@ -149,6 +149,9 @@ fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T
     Ok(pool.install(f))
 }
 
+#[global_allocator]
+static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -177,7 +180,11 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     let proof = args.proof;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let s = synthetic::generate::<Tree>(proof, args.seed)?;
-    eprintln!("synthetic C1: {:.2} s", s.seconds);
+    eprintln!(
+        "synthetic C1: {:.2} s; allocator {}",
+        s.seconds,
+        cuzk_synth::allocator::active_name()
+    );
     let k = args.partition;
     let theirs = porep::stacked_circuits(&s.c1, proof)?;
     let ours = porep::partitions(&s.c1, proof, std::path::Path::new(""))?.circuits;
@@ -317,7 +324,11 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             "notes": notes,
         })
     };
-    let sizes = format!("{challenges} challenges, {inputs} inputs, {aux} aux values");
+    let sizes = format!(
+        "{challenges} challenges, {inputs} inputs, {aux} aux values; allocator {} ({})",
+        cuzk_synth::allocator::active_name(),
+        cuzk_synth::allocator::ENV
+    );
     let mut results = Vec::new();
     let with_baseline = |mut e: serde_json::Value, base: &[Duration], base_name: &str| {
         if !base.is_empty() {

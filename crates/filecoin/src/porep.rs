@@ -195,16 +195,27 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         let PoRepCircuit { head, challenges } = self;
         let mut cs = WitnessCs::with_capacity(inputs, aux);
         head.synthesize(&mut cs, Vec::new())?;
-        // Every challenge has the same shape: room for the head and one
-        // challenge's share of the rest.
+        // Partitions synthesized at once take the pool in turn, so the first
+        // finishes first (see `PartsGate`).
+        let pass = PartsGate::global().enter(challenges.len());
+        if aux > 0 {
+            // The size is known (from the PCE) and every challenge has the
+            // same shape: each is written straight into its place.
+            let w = cs.into_witness().fill_parts(challenges, aux, |part, challenge| {
+                let done = head.synthesize(part, vec![challenge]);
+                pass.part_done();
+                done.map_err(Into::into)
+            });
+            drop(pass);
+            return w;
+        }
+        // Size unknown: each challenge on a system of its own (room for the
+        // head and one challenge's share), then joined.
         let head_aux = cs.aux_len();
         let part_aux = head_aux
             + aux
                 .saturating_sub(head_aux)
                 .div_ceil(challenges.len().max(1));
-        // Partitions synthesized at once take the pool in turn, so the first
-        // finishes first (see `PartsGate`).
-        let pass = PartsGate::global().enter(challenges.len());
         let parts = challenges
             .into_par_iter()
             .map(|challenge| {

@@ -4,6 +4,7 @@
 //! - [`pce`]: a recording constraint system that captures the R1CS once per
 //!   circuit shape as CSR matrices A, B, C (the pre-compiled constraint
 //!   evaluator, PCE) plus bellperson's density bitmaps.
+//! - [`allocator`]: the heap allocator cuzk's programs install (mimalloc).
 //! - [`witness`]: a witness-only constraint system (values, no constraints).
 //! - [`gate`]: first come, first served entry for witnesses synthesized in
 //!   parts on rayon's pool.
@@ -14,6 +15,7 @@
 //!
 //! This crate never links CUDA and knows nothing about devices or scheduling.
 
+pub mod allocator;
 pub mod circuits;
 pub mod error;
 pub mod gate;
@@ -27,4 +29,4 @@ pub use gate::PartsGate;
 pub use pce::{Csr, Density, Pce, PceMemo, RecordingCs};
 pub use profile::Profile;
 pub use spmv::{Abc, check_satisfied, evaluate};
-pub use witness::{Witness, WitnessCs, huge_pages, set_huge_pages};
+pub use witness::{PartCs, Witness, WitnessCs, huge_pages, set_huge_pages};

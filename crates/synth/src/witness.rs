@@ -8,6 +8,7 @@ use ff::Field;
 
 use crate::{Result, SynthError};
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -124,6 +125,75 @@ impl Witness {
             out.aux.extend_from_slice(&w.aux[head_aux..]);
         }
         Ok(out)
+    }
+
+    /// Completes a witness whose head is made with equal-shaped parts
+    /// synthesized in parallel straight into their places: no part has a
+    /// buffer of its own, nothing is copied afterwards.
+    ///
+    /// `self` is the head alone (ONE first), made on a system with room for
+    /// the whole witness ([`WitnessCs::with_capacity`]`(inputs, aux)`);
+    /// `aux` is the whole witness's aux count (from the PCE). Every part has
+    /// the same number of aux values of its own, `per = (aux - head aux) /
+    /// parts`. `synth` synthesizes one part on a [`PartCs`] as the circuit
+    /// of the head followed by that part (as for [`Witness::from_parts`]):
+    /// the head's values are checked against `self`'s rather than stored
+    /// again, part k's own aux values are written at `head aux + k * per`,
+    /// its own inputs follow the earlier parts' inputs. The result equals
+    /// [`Witness::from_parts`] of the same parts.
+    ///
+    /// Refused with [`SynthError::PartMismatch`]: sizes that do not split
+    /// evenly (`what: "aux count"`), a part whose head differs, or one with
+    /// more or fewer aux values than `per`. Parts run on rayon's pool.
+    pub fn fill_parts<P, F>(mut self, parts: Vec<P>, aux: usize, synth: F) -> Result<Witness>
+    where
+        P: Send,
+        F: Fn(&mut PartCs<'_>, P) -> std::result::Result<(), SynthError> + Sync,
+    {
+        use rayon::prelude::*;
+        let n = parts.len();
+        let head_aux = self.aux.len();
+        let rest = aux.checked_sub(head_aux);
+        let per = match rest {
+            Some(rest) if n > 0 && rest % n == 0 => rest / n,
+            _ if n == 0 && rest == Some(0) => return Ok(self),
+            _ => {
+                return Err(SynthError::PartMismatch {
+                    part: 0,
+                    what: "aux count",
+                });
+            }
+        };
+        let head = Witness {
+            inputs: self.inputs.clone(),
+            aux: self.aux.clone(),
+        };
+        self.aux.reserve_exact(n * per);
+        let spare = &mut self.aux.spare_capacity_mut()[..n * per];
+        let slots: Vec<&mut [MaybeUninit<Scalar>]> = if per == 0 {
+            (0..n).map(|_| Default::default()).collect()
+        } else {
+            spare.chunks_mut(per).collect()
+        };
+        let own_inputs = slots
+            .into_par_iter()
+            .zip(parts)
+            .enumerate()
+            .map(|(part, (slot, p))| {
+                let mut cs = PartCs::new(&head, slot);
+                synth(&mut cs, p)?;
+                cs.finish(part)
+            })
+            .collect::<Result<Vec<Vec<Scalar>>>>()?;
+        // SAFETY: every part wrote each of the `per` places of its slot
+        // exactly once (`PartCs::finish` checked it saw exactly head +
+        // `per` aux values, written in order), so the first head_aux +
+        // n * per values are initialized; the capacity was reserved above.
+        unsafe { self.aux.set_len(head_aux + n * per) };
+        for inputs in own_inputs {
+            self.inputs.extend_from_slice(&inputs);
+        }
+        Ok(self)
     }
 
     /// The public inputs a verifier is given: every input but ONE.
@@ -250,6 +320,125 @@ impl ConstraintSystem<Scalar> for WitnessCs {
     }
 }
 
+/// The system one part of [`Witness::fill_parts`] is synthesized on: the
+/// head's values are compared with the head's, the part's own aux values
+/// are written into its place in the whole witness, its own inputs kept.
+pub struct PartCs<'a> {
+    head: &'a Witness,
+    slot: &'a mut [MaybeUninit<Scalar>],
+    /// Inputs and aux values assigned so far, ONE counted.
+    inputs: usize,
+    aux: usize,
+    own_inputs: Vec<Scalar>,
+    mismatch: Option<&'static str>,
+}
+
+impl std::fmt::Debug for PartCs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartCs")
+            .field("head_aux", &self.head.aux.len())
+            .field("slot", &self.slot.len())
+            .field("inputs", &self.inputs)
+            .field("aux", &self.aux)
+            .field("mismatch", &self.mismatch)
+            .finish()
+    }
+}
+
+impl<'a> PartCs<'a> {
+    fn new(head: &'a Witness, slot: &'a mut [MaybeUninit<Scalar>]) -> PartCs<'a> {
+        PartCs {
+            head,
+            slot,
+            inputs: 1,
+            aux: 0,
+            own_inputs: Vec::new(),
+            mismatch: None,
+        }
+    }
+
+    /// The part's own inputs, once its head matched and its slot is full.
+    fn finish(self, part: usize) -> Result<Vec<Scalar>> {
+        let mismatch = |what| SynthError::PartMismatch { part, what };
+        if let Some(what) = self.mismatch {
+            return Err(mismatch(what));
+        }
+        if self.inputs < self.head.inputs.len().max(1) {
+            return Err(mismatch("input"));
+        }
+        if self.aux != self.head.aux.len() + self.slot.len() {
+            return Err(mismatch("aux count"));
+        }
+        Ok(self.own_inputs)
+    }
+}
+
+impl ConstraintSystem<Scalar> for PartCs<'_> {
+    type Root = Self;
+
+    fn alloc<F, A, AR>(&mut self, _: A, f: F) -> std::result::Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> std::result::Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let v = f()?;
+        let i = self.aux;
+        self.aux += 1;
+        let head = self.head.aux.len();
+        if i < head {
+            if v != self.head.aux[i] {
+                self.mismatch.get_or_insert("aux");
+            }
+        } else if let Some(place) = self.slot.get_mut(i - head) {
+            place.write(v);
+        }
+        Ok(Variable(Index::Aux(i)))
+    }
+
+    fn alloc_input<F, A, AR>(&mut self, _: A, f: F) -> std::result::Result<Variable, SynthesisError>
+    where
+        F: FnOnce() -> std::result::Result<Scalar, SynthesisError>,
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+    {
+        let v = f()?;
+        let i = self.inputs;
+        self.inputs += 1;
+        match self.head.inputs.get(i) {
+            Some(h) if *h != v => {
+                self.mismatch.get_or_insert("input");
+            }
+            Some(_) => {}
+            None => self.own_inputs.push(v),
+        }
+        Ok(Variable(Index::Input(i)))
+    }
+
+    fn enforce<A, AR, LA, LB, LC>(&mut self, _: A, _: LA, _: LB, _: LC)
+    where
+        A: FnOnce() -> AR,
+        AR: Into<String>,
+        LA: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LB: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+        LC: FnOnce(LinearCombination<Scalar>) -> LinearCombination<Scalar>,
+    {
+    }
+
+    fn push_namespace<NR, N>(&mut self, _: N)
+    where
+        NR: Into<String>,
+        N: FnOnce() -> NR,
+    {
+    }
+
+    fn pop_namespace(&mut self) {}
+
+    fn get_root(&mut self) -> &mut Self::Root {
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use bellperson::gadgets::num::AllocatedNum;
@@ -333,6 +522,101 @@ mod tests {
                     .unwrap();
             assert_eq!(assembled, sequential);
         }
+    }
+
+    /// The parts of `c` filled in place after its head.
+    fn filled(c: &HeadAndParts, aux: usize) -> Result<Witness> {
+        let mut cs = WitnessCs::with_capacity(1, aux);
+        HeadAndParts {
+            head: c.head,
+            parts: vec![],
+        }
+        .synthesize(&mut cs)
+        .unwrap();
+        let head = c.head;
+        cs.into_witness()
+            .fill_parts(c.parts.clone(), aux, move |cs, p| {
+                HeadAndParts {
+                    head,
+                    parts: vec![p],
+                }
+                .synthesize(cs)
+                .map_err(SynthError::from)
+            })
+    }
+
+    #[test]
+    fn parts_filled_in_place_equal_the_sequential_witness() {
+        for parts in [vec![], vec![5], vec![2, 3, 11, 0, u64::MAX], (0..40).collect()] {
+            let c = HeadAndParts { head: 7, parts };
+            let sequential = Witness::synthesize(c.clone()).unwrap();
+            let w = filled(&c, sequential.aux.len()).unwrap();
+            assert_eq!(w, sequential);
+            // The same as assembling separately made parts.
+            let (head, parts) = parts_of(&c);
+            let assembled =
+                Witness::from_parts(head, parts, sequential.inputs.len(), sequential.aux.len())
+                    .unwrap();
+            assert_eq!(w, assembled);
+        }
+    }
+
+    #[test]
+    fn parts_in_place_of_the_wrong_size_or_head_are_refused() {
+        let c = HeadAndParts {
+            head: 7,
+            parts: vec![1, 2, 3],
+        };
+        let aux = Witness::synthesize(c.clone()).unwrap().aux.len();
+        // Sizes that do not split evenly, or are smaller than the head.
+        for wrong in [aux + 1, aux - 1, 0] {
+            let err = filled(&c, wrong).unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    SynthError::PartMismatch {
+                        what: "aux count",
+                        ..
+                    }
+                ),
+                "{wrong}: {err}"
+            );
+        }
+        // Evenly split but each part one value larger than it makes.
+        let err = filled(&c, aux + 3).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SynthError::PartMismatch {
+                    what: "aux count",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // One part with another head.
+        let mut cs = WitnessCs::with_capacity(1, aux);
+        HeadAndParts {
+            head: 7,
+            parts: vec![],
+        }
+        .synthesize(&mut cs)
+        .unwrap();
+        let err = cs
+            .into_witness()
+            .fill_parts(vec![1u64, 2, 3], aux, |cs, p| {
+                HeadAndParts {
+                    head: if p == 2 { 8 } else { 7 },
+                    parts: vec![p],
+                }
+                .synthesize(cs)
+                .map_err(SynthError::from)
+            })
+            .unwrap_err();
+        assert!(
+            matches!(err, SynthError::PartMismatch { part: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]
