@@ -87,6 +87,10 @@ fn args() -> Result<Args> {
     Ok(a)
 }
 
+/// mimalloc, or the system's allocator with `CUZK_ALLOCATOR=system`.
+#[global_allocator]
+static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
+
 fn main() -> Result<()> {
     let args = args()?;
     let spec = args.circuit.clone();

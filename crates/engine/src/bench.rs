@@ -323,6 +323,10 @@ pub struct Machine {
     /// The NVIDIA driver version (nvidia-smi), empty without it.
     pub driver: String,
     pub cpus: usize,
+    /// The heap allocator in use (`mimalloc`, or `system`:
+    /// `cuzk_synth::allocator`); empty in files written before it was kept.
+    #[serde(default)]
+    pub allocator: String,
 }
 
 impl Machine {
@@ -340,6 +344,7 @@ impl Machine {
             cpus: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(0),
+            allocator: cuzk_synth::allocator::active_name().to_owned(),
         }
     }
 }

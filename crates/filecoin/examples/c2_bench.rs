@@ -194,6 +194,10 @@ impl Results {
     }
 }
 
+/// mimalloc, or the system's allocator with `CUZK_ALLOCATOR=system`.
+#[global_allocator]
+static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -149,6 +149,7 @@ fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T
     Ok(pool.install(f))
 }
 
+/// mimalloc, or the system's allocator with `CUZK_ALLOCATOR=system`.
 #[global_allocator]
 static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
 

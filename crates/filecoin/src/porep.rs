@@ -201,11 +201,13 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         if aux > 0 {
             // The size is known (from the PCE) and every challenge has the
             // same shape: each is written straight into its place.
-            let w = cs.into_witness().fill_parts(challenges, aux, |part, challenge| {
-                let done = head.synthesize(part, vec![challenge]);
-                pass.part_done();
-                done.map_err(Into::into)
-            });
+            let w = cs
+                .into_witness()
+                .fill_parts(challenges, aux, |part, challenge| {
+                    let done = head.synthesize(part, vec![challenge]);
+                    pass.part_done();
+                    done.map_err(Into::into)
+                });
             drop(pass);
             return w;
         }

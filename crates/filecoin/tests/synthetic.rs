@@ -232,6 +232,11 @@ fn parallel_witness_is_storage_proofs<Tree: 'static + MerkleTreeTrait>(size: &st
             parallel.aux == sequential.aux,
             "{size} partition {k}: aux values differ"
         );
+        // Sizes unknown: challenges on systems of their own, then joined.
+        assert!(
+            ours.clone().witness(0, 0).unwrap() == sequential,
+            "{size} partition {k}: parallel witness without sizes"
+        );
         assert!(
             Witness::synthesize(ours).unwrap() == sequential,
             "{size} partition {k}: cuzk's circuit synthesized sequentially"
