@@ -278,18 +278,26 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
                 let handles: Vec<_> = (0..k)
                     .map(|_| {
                         let c = ours.clone();
-                        scope.spawn(move || c.witness(inputs, aux).map(|w| w.aux.len()))
+                        scope.spawn(move || {
+                            let n = c.witness(inputs, aux).map(|w| w.aux.len());
+                            (n, t.elapsed())
+                        })
                     })
                     .collect();
+                let mut ends = Vec::new();
                 for h in handles {
-                    let n = h
+                    let (n, end) = h
                         .join()
-                        .map_err(|_| anyhow::anyhow!("a witness thread panicked"))??;
+                        .map_err(|_| anyhow::anyhow!("a witness thread panicked"))?;
+                    let n = n?;
+                    ends.push(end);
                     ensure!(
                         n == aux,
                         "a concurrent witness has {n} aux values, not {aux}"
                     );
                 }
+                ends.sort();
+                eprintln!("  witnesses ended at {ends:.2?}");
                 Ok(())
             })?;
             let wall = t.elapsed();

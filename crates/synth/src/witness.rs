@@ -144,13 +144,14 @@ impl Witness {
     ///
     /// Refused with [`SynthError::PartMismatch`]: sizes that do not split
     /// evenly (`what: "aux count"`), a part whose head differs, or one with
-    /// more or fewer aux values than `per`. Parts run on rayon's pool.
+    /// more or fewer aux values than `per`. Parts run on rayon's pool, each
+    /// as a task of its own, started in the order given (after the parts
+    /// queued before them); the calling thread waits for them.
     pub fn fill_parts<P, F>(mut self, parts: Vec<P>, aux: usize, synth: F) -> Result<Witness>
     where
         P: Send,
         F: Fn(&mut PartCs<'_>, P) -> std::result::Result<(), SynthError> + Sync,
     {
-        use rayon::prelude::*;
         let n = parts.len();
         let head_aux = self.aux.len();
         let rest = aux.checked_sub(head_aux);
@@ -175,14 +176,34 @@ impl Witness {
         } else {
             spare.chunks_mut(per).collect()
         };
-        let own_inputs = slots
-            .into_par_iter()
-            .zip(parts)
-            .enumerate()
-            .map(|(part, (slot, p))| {
-                let mut cs = PartCs::new(&head, slot);
-                synth(&mut cs, p)?;
-                cs.finish(part)
+        // Each part is a task of its own in rayon's pool, and this thread
+        // waits outside the pool: a part never waits for anything, so no
+        // pool thread holds one witness's part on its stack while it runs
+        // another witness's (as the joins of a parallel iterator would,
+        // making witnesses made at once all finish together), and parts
+        // queued from outside the pool start in the order they were queued.
+        let mut results: Vec<Option<Result<Vec<Scalar>>>> = (0..n).map(|_| None).collect();
+        let (synth, head) = (&synth, &head);
+        rayon::in_place_scope(|scope| {
+            for (part, ((slot, p), out)) in slots
+                .into_iter()
+                .zip(parts)
+                .zip(results.iter_mut())
+                .enumerate()
+            {
+                scope.spawn(move |_| {
+                    let mut cs = PartCs::new(head, slot);
+                    *out = Some(synth(&mut cs, p).and_then(|()| cs.finish(part)));
+                });
+            }
+        });
+        let own_inputs = results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or(Err(SynthError::PartMismatch {
+                    part: 0,
+                    what: "missing",
+                }))
             })
             .collect::<Result<Vec<Vec<Scalar>>>>()?;
         // SAFETY: every part wrote each of the `per` places of its slot
