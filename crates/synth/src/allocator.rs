@@ -201,7 +201,11 @@ mod tests {
                     p.write_bytes(0xA5, size);
                     let q = a.realloc(p, layout, size * 2);
                     assert!(!q.is_null());
-                    assert!(std::slice::from_raw_parts(q, size).iter().all(|&b| b == 0xA5));
+                    assert!(
+                        std::slice::from_raw_parts(q, size)
+                            .iter()
+                            .all(|&b| b == 0xA5)
+                    );
                     a.dealloc(q, Layout::from_size_align(size * 2, align).unwrap());
                 }
             }

@@ -547,7 +547,12 @@ mod tests {
 
     #[test]
     fn parts_filled_in_place_equal_the_sequential_witness() {
-        for parts in [vec![], vec![5], vec![2, 3, 11, 0, u64::MAX], (0..40).collect()] {
+        for parts in [
+            vec![],
+            vec![5],
+            vec![2, 3, 11, 0, u64::MAX],
+            (0..40).collect(),
+        ] {
             let c = HeadAndParts { head: 7, parts };
             let sequential = Witness::synthesize(c.clone()).unwrap();
             let w = filled(&c, sequential.aux.len()).unwrap();
