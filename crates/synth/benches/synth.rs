@@ -3,7 +3,9 @@
 //! the witness (`Witness::synthesize_with_capacity`) and a/b/c by SpMV
 //! (`evaluate`), ids `pce/porep/2^K`, `witness/porep/2^K` and
 //! `spmv/porep/2^K`; and the witness of `parts:2048` with and without
-//! parallel parts (`witness/parts/2048/{extended,sequential}`).
+//! parallel parts (`witness/parts/2048/{extended,sequential}`); and the
+//! witness of SHA-256 of a PoRep label's 1248 bytes by bellperson's gadget
+//! and by `native::sha256` (`witness/sha256/1248/{bellperson,native}`).
 //! Sizes 2^14 and 2^16 by default; `CUZK_BENCH_LOG2=18,20` picks others.
 
 use std::hint::black_box;
@@ -83,5 +85,50 @@ fn parts(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, synthesis, parts);
+/// SHA-256 of 1248 allocated bytes (a PoRep label's input) on a
+/// [`WitnessCs`](cuzk_synth::WitnessCs), by bellperson's gadget and
+/// natively: ids `witness/sha256/1248/{bellperson,native}`.
+fn sha256(c: &mut Criterion) {
+    use bellperson::ConstraintSystem;
+    use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
+    use cuzk_synth::WitnessCs;
+
+    let bytes = 1248usize;
+    let bits: Vec<bool> = (0..bytes * 8)
+        .map(|i| (i * 0x9e37_79b9usize).count_ones() % 2 == 1)
+        .collect();
+    let input = |cs: &mut WitnessCs| -> Vec<Boolean> {
+        bits.iter()
+            .map(|&b| Boolean::from(AllocatedBit::alloc(&mut *cs, Some(b)).expect("allocates")))
+            .collect()
+    };
+    let mut group = c.benchmark_group("witness");
+    group
+        .throughput(Throughput::Bytes(bytes as u64))
+        .sample_size(20);
+    group.bench_function(
+        BenchmarkId::new("sha256", format!("{bytes}/bellperson")),
+        |b| {
+            b.iter(|| {
+                let mut cs = WitnessCs::with_capacity(1, 1 << 20);
+                let bits = input(&mut cs);
+                bellperson::gadgets::sha256::sha256(cs.namespace(|| "sha256"), &bits)
+                    .expect("bellperson's sha256");
+                cs
+            })
+        },
+    );
+    group.bench_function(BenchmarkId::new("sha256", format!("{bytes}/native")), |b| {
+        b.iter(|| {
+            let mut cs = WitnessCs::with_capacity(1, 1 << 20);
+            let bits = input(&mut cs);
+            cuzk_synth::native::sha256::sha256(cs.namespace(|| "sha256"), &bits)
+                .expect("native sha256");
+            cs
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, synthesis, parts, sha256);
 criterion_main!(benches);

@@ -9,6 +9,8 @@
 //! - [`gate`]: first come, first served entry for witnesses synthesized in
 //!   parts on rayon's pool.
 //! - [`profile`]: witness synthesis time by namespace path.
+//! - [`native`]: gadgets computed natively for witnesses (SHA-256), the
+//!   same variables, values and constraints as bellperson's.
 //! - [`spmv`]: a = A·w, b = B·w, c = C·w in parallel, and the row-by-row
 //!   satisfaction check.
 //! - [`circuits`]: built-in circuits for tests, demos and benchmarks.
@@ -19,6 +21,7 @@ pub mod allocator;
 pub mod circuits;
 pub mod error;
 pub mod gate;
+pub mod native;
 pub mod pce;
 pub mod profile;
 pub mod spmv;
