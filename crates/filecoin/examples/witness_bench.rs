@@ -211,7 +211,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             reference = Some(w);
         }
     } else {
-        reference = Some(ours.clone().witness(0, 0)?);
+        reference = Some(ours.clone().witness_with(0, 0, false)?);
     }
     let reference = reference.context("no run")?;
     let (inputs, aux) = (reference.inputs.len(), reference.aux.len());
@@ -220,26 +220,37 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         seq_times
     );
 
-    let mut par_times = Vec::new();
-    for _ in 0..args.runs {
-        let c = ours.clone();
-        let t = Instant::now();
-        let w = c.witness(inputs, aux)?;
-        par_times.push(t.elapsed());
-        ensure!(
-            w == reference,
-            "the parallel witness differs from the {} one",
-            if args.sequential {
-                "sequential"
+    // Both ways: the labels' SHA-256 by storage-proofs' circuit
+    // (bellperson's gadget), then made natively (the default).
+    let (mut sp_times, mut par_times) = (Vec::new(), Vec::new());
+    for native in [false, true] {
+        for _ in 0..args.runs {
+            let c = ours.clone();
+            let t = Instant::now();
+            let w = c.witness_with(inputs, aux, native)?;
+            let d = t.elapsed();
+            if native {
+                &mut par_times
             } else {
-                "first parallel"
+                &mut sp_times
             }
-        );
+            .push(d);
+            ensure!(
+                w == reference,
+                "the parallel witness (native SHA-256 {native}) differs from the {} one",
+                if args.sequential {
+                    "sequential"
+                } else {
+                    "first parallel"
+                }
+            );
+        }
     }
     drop(reference);
     eprintln!(
-        "cuzk parallel ({} threads): {:.2?}",
+        "cuzk parallel ({} threads): SHA-256 by storage-proofs' circuit {:.2?}, native {:.2?}",
         rayon::current_num_threads(),
+        sp_times,
         par_times
     );
 
@@ -371,11 +382,34 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     }
     results.push(with_baseline(
         entry(
+            name(&format!(
+                "cuzk-parallel-{}t-storage-proofs-sha256",
+                rayon::current_num_threads()
+            )),
+            &sp_times,
+            format!(
+                "challenges in parallel on rayon's pool ({} threads, {cores} cores), every \
+                 value by storage-proofs' circuit (bellperson's SHA-256 gadget), equal to the \
+                 {} witness; {sizes}",
+                rayon::current_num_threads(),
+                if args.sequential {
+                    "sequential"
+                } else {
+                    "first parallel"
+                }
+            ),
+        ),
+        &bp_times,
+        "bellperson-1t",
+    ));
+    results.push(with_baseline(
+        entry(
             name(&format!("cuzk-parallel-{}t", rayon::current_num_threads())),
             &par_times,
             format!(
-                "challenges in parallel on rayon's pool ({} threads, {cores} cores), \
-                 equal to the {} witness; {sizes}",
+                "challenges in parallel on rayon's pool ({} threads, {cores} cores), the \
+                 labels' SHA-256 made natively (cuzk_synth::native), equal to the {} witness; \
+                 {sizes}",
                 rayon::current_num_threads(),
                 if args.sequential {
                     "sequential"

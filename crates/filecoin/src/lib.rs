@@ -32,6 +32,7 @@ macro_rules! with_tree {
     };
 }
 
+mod challenge;
 pub mod error;
 pub mod params;
 pub mod porep;

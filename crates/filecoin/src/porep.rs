@@ -43,6 +43,32 @@ type ChallengeProof<Tree> = stacked::Proof<Tree, DefaultPieceHasher>;
 type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type DataDomain = <DefaultPieceHasher as Hasher>::Domain;
 
+/// Whether PoRep witnesses make their labels' SHA-256 natively
+/// ([`set_native_sha256`]); `None` until first read from
+/// `CUZK_NATIVE_SHA256`.
+static NATIVE_SHA256: std::sync::OnceLock<std::sync::atomic::AtomicBool> =
+    std::sync::OnceLock::new();
+
+fn native_sha256_flag() -> &'static std::sync::atomic::AtomicBool {
+    NATIVE_SHA256.get_or_init(|| {
+        let off = std::env::var("CUZK_NATIVE_SHA256").is_ok_and(|v| v == "0" || v == "off");
+        std::sync::atomic::AtomicBool::new(!off)
+    })
+}
+
+/// Turns the native SHA-256 of PoRep witnesses ([`PoRepCircuit::witness`])
+/// on or off for the process: on by default, `CUZK_NATIVE_SHA256=0` starts
+/// with it off (storage-proofs' circuit, bellperson's SHA-256 gadget, for
+/// every value). The witness is the same either way.
+pub fn set_native_sha256(on: bool) {
+    native_sha256_flag().store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether PoRep witnesses make their labels' SHA-256 natively now.
+pub fn native_sha256() -> bool {
+    native_sha256_flag().load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// The circuit of one PoRep partition: storage-proofs' `StackedCircuit`,
 /// synthesized by storage-proofs' own code, kept as its parts (the
 /// commitments and each challenge's vanilla proof) so that its witness can
@@ -72,6 +98,16 @@ impl<Tree: 'static + MerkleTreeTrait> Clone for Head<Tree> {
 impl<Tree: 'static + MerkleTreeTrait> Copy for Head<Tree> {}
 
 impl<Tree: 'static + MerkleTreeTrait> Head<Tree> {
+    /// The values the head allocates that challenges refer to.
+    fn values(&self) -> crate::challenge::HeadValues {
+        crate::challenge::HeadValues {
+            replica_id: self.replica_id.into(),
+            comm_d: self.comm_d.into(),
+            comm_c: self.comm_c.into(),
+            comm_r_last: self.comm_r_last.into(),
+        }
+    }
+
     /// storage-proofs' `StackedCircuit` of these challenges, synthesized on
     /// `cs` by storage-proofs (`StackedCircuit::synthesize`).
     fn synthesize<CS: ConstraintSystem<Scalar>>(
@@ -177,22 +213,50 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
     /// `Witness::synthesize_with_capacity(self, inputs, aux)` (storage-proofs'
     /// sequential synthesis), in the same order.
     ///
-    /// Each challenge is synthesized by storage-proofs as a circuit of that
-    /// challenge alone, which allocates the partition's head (replica id and
-    /// its bits, comm_d, comm_r, comm_r_last, comm_c and their hash) first and
-    /// then the challenge; the head is also synthesized alone, and the parts
-    /// are joined as head + each challenge's own values
-    /// ([`Witness::from_parts`], which refuses a part whose head differs).
-    /// The head is a few hundred values, the challenge millions, so the
-    /// repeated heads cost nothing measurable; `inputs` and `aux` (from the
-    /// PCE) are reserved up front. Witnesses made at once start their
-    /// challenges in the order they were asked for, while the challenges
-    /// running are under twice the pool's threads ([`PartsGate::global`]):
-    /// the partitions of a proof finish about one after the other, and the
-    /// GPU gets the first one after about one partition's time.
+    /// Each challenge is synthesized as a circuit of that challenge alone,
+    /// which allocates the partition's head (replica id and its bits,
+    /// comm_d, comm_r, comm_r_last, comm_c and their hash) first and then
+    /// the challenge; the head is also synthesized alone, and the parts are
+    /// joined as head + each challenge's own values, each written straight
+    /// into its place when `aux` is known ([`Witness::fill_parts`]) or
+    /// joined afterwards ([`Witness::from_parts`]); both refuse a part whose
+    /// head differs. The head is a few hundred values, the challenge
+    /// millions, so the repeated heads cost nothing measurable. Witnesses
+    /// made at once start their challenges in the order they were asked
+    /// for, while the challenges running are under twice the pool's threads
+    /// ([`PartsGate::global`]): the partitions of a proof finish one after
+    /// the other, and the GPU gets the first one after about one
+    /// partition's time.
+    ///
+    /// The head is always storage-proofs' synthesis. Each challenge is
+    /// storage-proofs' too, except that with [`native_sha256`] on (the
+    /// default) the SHA-256 of its labels is made natively (the same
+    /// values, several times faster; see `cuzk_synth::native`).
     pub fn witness(self, inputs: usize, aux: usize) -> cuzk_synth::Result<Witness> {
-        let _s = tracing::info_span!("witness", aux, challenges = self.challenges.len()).entered();
+        self.witness_with(inputs, aux, native_sha256())
+    }
+
+    /// [`PoRepCircuit::witness`] with the labels' SHA-256 made natively or
+    /// by storage-proofs' circuit (bellperson's gadget), as `native` says.
+    pub fn witness_with(
+        self,
+        inputs: usize,
+        aux: usize,
+        native: bool,
+    ) -> cuzk_synth::Result<Witness> {
+        let _s = tracing::info_span!("witness", aux, challenges = self.challenges.len(), native)
+            .entered();
         let PoRepCircuit { head, challenges } = self;
+        let values = head.values();
+        // One challenge after the head, on a part's system.
+        let synth_part = |cs: &mut cuzk_synth::PartCs<'_>, challenge: ChallengeProof<Tree>| {
+            if native {
+                head.synthesize(&mut *cs, Vec::new())?;
+                crate::challenge::synthesize(cs, &values, challenge)
+            } else {
+                head.synthesize(cs, vec![challenge])
+            }
+        };
         let mut cs = WitnessCs::with_capacity(inputs, aux);
         head.synthesize(&mut cs, Vec::new())?;
         // Partitions synthesized at once take the pool in turn, so the first
@@ -204,7 +268,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
             let w = cs
                 .into_witness()
                 .fill_parts(challenges, aux, |part, challenge| {
-                    let done = head.synthesize(part, vec![challenge]);
+                    let done = synth_part(part, challenge);
                     pass.part_done();
                     done.map_err(Into::into)
                 });
@@ -222,7 +286,12 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
             .into_par_iter()
             .map(|challenge| {
                 let mut part = WitnessCs::part_with_capacity(part_aux);
-                let done = head.synthesize(&mut part, vec![challenge]);
+                let done = if native {
+                    head.synthesize(&mut part, Vec::new())
+                        .and_then(|()| crate::challenge::synthesize(&mut part, &values, challenge))
+                } else {
+                    head.synthesize(&mut part, vec![challenge])
+                };
                 pass.part_done();
                 done?;
                 Ok(part.into_witness())

@@ -232,11 +232,22 @@ fn parallel_witness_is_storage_proofs<Tree: 'static + MerkleTreeTrait>(size: &st
             parallel.aux == sequential.aux,
             "{size} partition {k}: aux values differ"
         );
-        // Sizes unknown: challenges on systems of their own, then joined.
-        assert!(
-            ours.clone().witness(0, 0).unwrap() == sequential,
-            "{size} partition {k}: parallel witness without sizes"
-        );
+        // Sizes unknown: challenges on systems of their own, then joined;
+        // and both ways with the labels' SHA-256 made natively or by
+        // storage-proofs' circuit.
+        for native in [true, false] {
+            assert!(
+                ours.clone().witness_with(0, 0, native).unwrap() == sequential,
+                "{size} partition {k}: parallel witness without sizes, native SHA-256 {native}"
+            );
+            assert!(
+                ours.clone()
+                    .witness_with(pce.num_inputs, pce.num_aux, native)
+                    .unwrap()
+                    == sequential,
+                "{size} partition {k}: parallel witness, native SHA-256 {native}"
+            );
+        }
         assert!(
             Witness::synthesize(ours).unwrap() == sequential,
             "{size} partition {k}: cuzk's circuit synthesized sequentially"
