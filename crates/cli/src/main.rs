@@ -288,6 +288,11 @@ struct Instance {
     witness_seed: u64,
 }
 
+/// mimalloc (witness generation allocates and frees small vectors on every
+/// core), or the system's allocator with `CUZK_ALLOCATOR=system`.
+#[global_allocator]
+static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(

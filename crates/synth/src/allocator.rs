@@ -1,5 +1,6 @@
-//! The heap allocator cuzk's programs install: mimalloc, or the system's
-//! allocator when `CUZK_ALLOCATOR=system` is set when the process starts.
+//! The heap allocator cuzk's programs install (the `cuzk` command and
+//! daemon, the bench programs): mimalloc, or the system's allocator when
+//! `CUZK_ALLOCATOR=system` is set when the process starts.
 //!
 //! Witness synthesis runs storage-proofs' and bellperson's gadget code,
 //! which allocates and frees small vectors (bits, linear combinations) for
