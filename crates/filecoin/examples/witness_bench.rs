@@ -1,5 +1,5 @@
-//! One PoRep partition's witness, made three ways from a synthetic C1 of any
-//! sector size (no sealed sector, no parameters):
+//! One PoRep partition's witness, made several ways from a synthetic C1 of
+//! any sector size (no sealed sector, no parameters):
 //!
 //! - bellperson: its prover's own synthesis (`ProvingAssignment`: values,
 //!   densities and the A, B, C evaluations), reached through
@@ -9,8 +9,9 @@
 //! - cuzk, sequential: storage-proofs' circuit on cuzk's witness system, one
 //!   thread;
 //! - cuzk, parallel: cuzk's PoRep circuit with the partition's challenges
-//!   synthesized in parallel on every core (what the engine does), checked
-//!   equal to the sequential witness.
+//!   synthesized in parallel on every core, first with every value by
+//!   storage-proofs' circuit, then with the labels' SHA-256 made natively
+//!   (what the engine does), each checked equal to the sequential witness.
 //!
 //! `--concurrent K` also makes K partitions' parallel witnesses at once on
 //! K threads (as the engine's synthesis threads do), with huge pages for
