@@ -9,7 +9,7 @@
 //! process's first allocation, and never changes (memory is always freed
 //! by the allocator that gave it). A program opts in with
 //!
-//! ```ignore
+//! ```text
 //! #[global_allocator]
 //! static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
 //! ```
