@@ -187,6 +187,15 @@ pub struct EngineConfig {
     /// Partitions between "synthesis started" and "proof done" (reactive
     /// dispatch); `auto`: all workers plus `synthesis_concurrency`.
     pub dispatch_bound: Auto<usize>,
+    /// Partitions whose witness is made in parallel parts (through
+    /// `cuzk_synth::PartsGate`: PoRep's), started or finished and not yet
+    /// taken by a GPU worker, at most per priority class and those above
+    /// it: such a witness starts its parts only while there is room. A
+    /// witness made on every core faster than the GPU proves it then stops a
+    /// few partitions ahead instead of filling host memory with finished
+    /// witnesses. Witnesses made on one thread are not counted. `auto`: two
+    /// per worker.
+    pub synthesis_ahead: Auto<usize>,
     /// The host memory budget; `auto`: the machine's memory (or cgroup
     /// limit) minus `host_memory_margin`.
     pub host_memory_budget: Auto<ByteSize>,
@@ -223,6 +232,7 @@ impl Default for EngineConfig {
             workers_per_device: Auto::Auto,
             synthesis_concurrency: Auto::Auto,
             dispatch_bound: Auto::Auto,
+            synthesis_ahead: Auto::Auto,
             host_memory_budget: Auto::Auto,
             host_memory_margin: Auto::Auto,
             pce_cache_dir: None,
@@ -378,6 +388,7 @@ mod tests {
                 "pce_cache_dir=/tmp/pce",
                 "params_subgroup_check = true",
                 "dispatch_bound=auto",
+                "synthesis_ahead=3",
             ])
             .unwrap();
         assert_eq!(c.workers_per_device, Auto::Value(2));
@@ -386,6 +397,7 @@ mod tests {
         assert_eq!(c.pce_cache_dir.as_deref(), Some(Path::new("/tmp/pce")));
         assert!(c.params_subgroup_check);
         assert_eq!(c.dispatch_bound, Auto::Auto);
+        assert_eq!(c.synthesis_ahead, Auto::Value(3));
         let err = EngineConfig::default()
             .with_overrides(["nonsense=1"])
             .unwrap_err();

@@ -154,6 +154,78 @@ fn a_high_job_submitted_during_a_long_normal_job_finishes_first() {
     assert_eq!(normal.wait_blocking().unwrap().len(), NORMAL as usize);
 }
 
+/// A chain whose witness enters the parts gate, as a witness made in
+/// parallel parts (PoRep's) does.
+#[derive(Clone, Debug)]
+struct Gated(Chain);
+
+impl bellperson::Circuit<Scalar> for Gated {
+    fn synthesize<CS: bellperson::ConstraintSystem<Scalar>>(
+        self,
+        cs: &mut CS,
+    ) -> Result<(), bellperson::SynthesisError> {
+        let _pass = cuzk_synth::PartsGate::global().enter(1);
+        self.0.synthesize(cs)
+    }
+}
+
+/// `synthesis_ahead`: with witnesses made in parts far faster than the
+/// (CPU) prover proves them, at most that many partitions are admitted to
+/// synthesis or wait for the worker, whatever the synthesis threads; the
+/// job still gets all its proofs, bellperson's. With a larger value more
+/// are at once (up to the dispatch bound).
+#[test]
+fn witnesses_made_in_parts_stay_at_most_synthesis_ahead_ahead_of_the_worker() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
+    const N: usize = 256;
+    let spec = format!("chain:{N}");
+    let run = |ahead: usize| -> usize {
+        let mut config = config(512 * MIB);
+        config.synthesis_concurrency = cuzk_engine::Auto::Value(4);
+        config.synthesis_ahead = cuzk_engine::Auto::Value(ahead);
+        let engine = cuzk_engine::Engine::new(config).unwrap();
+        assert_eq!(engine.config().synthesis_ahead, ahead);
+        engine.register_params("chain", params(&spec)).unwrap();
+        let circuits: Vec<Gated> = (0..10).map(|s| Gated(Chain::good(N, s))).collect();
+        let (done, most) = (AtomicBool::new(false), AtomicUsize::new(0));
+        let proofs = std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    most.fetch_max(engine.stats().ready_partitions, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+            });
+            let proofs = engine
+                .submit(ProofRequest::new(
+                    spec.as_str(),
+                    ParamsRef::Key("chain".into()),
+                    circuits.clone(),
+                ))
+                .unwrap()
+                .wait_blocking()
+                .unwrap();
+            done.store(true, Ordering::SeqCst);
+            proofs
+        });
+        assert_eq!(proofs.len(), 10);
+        // Every proof verifies (pacing only changes when witnesses start).
+        let pvk = prepare_verifying_key(&params(&spec).vk);
+        for (proof, c) in proofs.iter().zip(&circuits) {
+            assert!(verify_proof(&pvk, proof, &[c.0.output()]).unwrap());
+        }
+        assert_eq!(engine.stats().ready_partitions, 0);
+        most.load(Ordering::SeqCst)
+    };
+    let most = run(1);
+    eprintln!("synthesis_ahead 1: at most {most} partitions counted at once");
+    // Over 1: the limit failed; 0: the sampler never saw a counted one.
+    assert_eq!(most, 1, "partitions counted at once with synthesis_ahead 1");
+    // 1 worker + 4 synthesis threads: up to 4 wait for the worker.
+    let most = run(8);
+    eprintln!("synthesis_ahead 8: at most {most} partitions counted at once");
+    assert!(most > 1, "only {most} at once with synthesis_ahead 8");
+}
+
 #[test]
 fn an_open_parameter_file_is_read_from_its_handle_not_its_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -254,6 +326,7 @@ fn cancelling_a_job_gives_back_its_memory_and_permits() {
     );
     assert_eq!(after.dispatch_in_flight, 0);
     assert_eq!(after.queued_partitions, 0);
+    assert_eq!(after.ready_partitions, 0);
     assert_eq!(after.scheduler.queued, 0);
     assert_eq!(after.scheduler.devices[0].item_bytes, 0);
     assert_eq!(after.scheduler.devices[0].busy_workers, 0);

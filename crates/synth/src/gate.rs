@@ -13,9 +13,52 @@
 //! asked, so partitions finish about one after the other. A part's place
 //! goes back as the part ends ([`GatePass::part_done`]), not when its whole
 //! witness ends.
+//!
+//! A caller may also pace its witnesses ([`with_pacer`]): when a witness's
+//! turn has come and the parts fit, the gate asks the caller's [`Pacer`] too,
+//! and waits while it says no. cuzk's engine uses that to stop witnesses
+//! from being made far ahead of the GPU that proves them (each finished one
+//! waits whole in host memory): its pacer says yes only while fewer than
+//! `synthesis_ahead` partitions are admitted or finished and not yet taken
+//! by a GPU worker, and wakes the gate ([`PartsGate::wake`]) when a worker
+//! takes one.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+/// Asked by the gate, on the caller's thread, when the caller's witness
+/// could enter: true admits it (and is the pacer's cue to count it), false
+/// keeps it waiting (asked again after [`PartsGate::wake`] or
+/// [`PACER_POLL`]). Later witnesses wait behind it: the gate serves in
+/// order.
+pub trait Pacer {
+    fn try_admit(&self) -> bool;
+}
+
+/// How often a waiting witness asks its pacer again without a wake.
+pub const PACER_POLL: Duration = Duration::from_millis(50);
+
+thread_local! {
+    static PACER: RefCell<Option<Rc<dyn Pacer>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with `pacer` asked before any witness `f` makes on this thread
+/// enters a gate; the previous pacer (if any) is back after, also when `f`
+/// panics.
+pub fn with_pacer<R>(pacer: Rc<dyn Pacer>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Rc<dyn Pacer>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            PACER.with(|p| *p.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(PACER.with(|p| p.borrow_mut().replace(pacer)));
+    f()
+}
 
 /// Admits holders in ticket order while the parts admitted and not yet
 /// released are under a bound. See the module docs.
@@ -69,14 +112,30 @@ impl PartsGate {
     }
 
     /// Waits for this caller's turn (callers are served in the order they
-    /// called) and for the running parts to be under the bound, then admits
-    /// `parts` more.
+    /// called), for the running parts to be under the bound and for this
+    /// thread's [`Pacer`] (if any, see [`with_pacer`]) to admit it, then
+    /// admits `parts` more.
     pub fn enter(&self, parts: usize) -> GatePass<'_> {
+        let pacer = PACER.with(|p| p.borrow().clone());
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let ticket = st.next;
         st.next += 1;
-        while st.serving != ticket || st.parts >= self.bound {
-            st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
+        loop {
+            if st.serving == ticket && st.parts < self.bound {
+                match &pacer {
+                    None => break,
+                    Some(p) if p.try_admit() => break,
+                    Some(_) => {
+                        st = self
+                            .turn
+                            .wait_timeout(st, PACER_POLL)
+                            .unwrap_or_else(|p| p.into_inner())
+                            .0;
+                    }
+                }
+            } else {
+                st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
         }
         st.serving += 1;
         st.parts += parts;
@@ -96,6 +155,14 @@ impl PartsGate {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         st.parts = st.parts.saturating_sub(parts);
         drop(st);
+        self.turn.notify_all();
+    }
+
+    /// Wakes the witnesses waiting at the gate, to ask their pacers again.
+    pub fn wake(&self) {
+        // Taken and let go so that a waiter between asking its pacer and
+        // sleeping cannot miss this.
+        drop(self.state.lock().unwrap_or_else(|p| p.into_inner()));
         self.turn.notify_all();
     }
 
@@ -201,6 +268,65 @@ mod tests {
         assert_eq!(gate.running(), 0);
         drop(first);
         assert_eq!(gate.running(), 0);
+    }
+
+    /// Says yes once `open` is set, and counts the times it was asked.
+    struct Flag {
+        open: Arc<std::sync::atomic::AtomicBool>,
+        asked: std::cell::Cell<usize>,
+    }
+
+    impl Pacer for Flag {
+        fn try_admit(&self) -> bool {
+            self.asked.set(self.asked.get() + 1);
+            self.open.load(Ordering::SeqCst)
+        }
+    }
+
+    #[test]
+    fn a_pacer_holds_its_witness_and_those_behind_it_until_it_admits() {
+        let gate = Arc::new(PartsGate::new(8));
+        let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let (g, o, t) = (Arc::clone(&gate), Arc::clone(&open), tx.clone());
+        let paced = thread::spawn(move || {
+            let flag = Rc::new(Flag {
+                open: o,
+                asked: std::cell::Cell::new(0),
+            });
+            let asked = with_pacer(Rc::clone(&flag) as Rc<dyn Pacer>, || {
+                let _pass = g.enter(2);
+                t.send("paced").unwrap();
+                flag.asked.get()
+            });
+            // The pacer is gone after `with_pacer`: no more asking.
+            let _pass = g.enter(1);
+            (asked, flag.asked.get())
+        });
+        while gate.state.lock().unwrap().next != 1 {
+            thread::yield_now();
+        }
+        // Behind the paced witness: waits although the parts would fit.
+        let g = Arc::clone(&gate);
+        let behind = thread::spawn(move || {
+            let _pass = g.enter(1);
+            tx.send("behind").unwrap();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        assert_eq!(gate.running(), 0);
+        open.store(true, Ordering::SeqCst);
+        gate.wake();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "paced");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "behind");
+        let (asked, after) = paced.join().unwrap();
+        behind.join().unwrap();
+        // Asked when its turn came, again after polls or the wake, and not
+        // once the pacer was gone.
+        assert!(asked >= 2, "asked {asked} times");
+        assert_eq!(asked, after);
+        assert_eq!(gate.running(), 0);
+        // Without a pacer on this thread, straight in.
+        let _pass = gate.enter(1);
     }
 
     #[test]

@@ -404,6 +404,9 @@ pub(super) struct PartitionWork {
     pub(super) ws: WsCharge,
     /// The backend evaluates a/b/c on its device ([`AbcInput::FromPce`]).
     pub(super) abc_on_device: bool,
+    /// Counts the partition as ready (synthesized, no worker yet) from its
+    /// submission until a worker starts its prep.
+    pub(super) ready: Option<super::ReadySlot>,
 }
 
 /// Error text for the scheduler; the job keeps the typed error.
@@ -469,7 +472,9 @@ impl PartitionWork {
     pub(super) fn into_phases(self) -> Phases {
         Phases::new(
             |ctx: &WorkerContext| {
-                let work = self;
+                let mut work = self;
+                // Taken by a worker: no longer ready.
+                drop(work.ready.take());
                 let start = Instant::now();
                 let (job, partition) = (work.job.id.0, work.partition);
                 let _s = tracing::info_span!("prep", job, partition).entered();

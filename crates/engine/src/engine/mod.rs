@@ -13,6 +13,7 @@
 mod admission;
 mod job;
 mod pipeline;
+mod ready;
 mod status;
 
 use std::cmp::Reverse;
@@ -53,6 +54,7 @@ use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
 use admission::*;
 use job::*;
 use pipeline::*;
+use ready::{Pacing, Ready, ReadySlot};
 
 pub use job::{
     JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest, WitnessWith,
@@ -105,6 +107,10 @@ pub struct ResolvedConfig {
     pub workers_per_device: usize,
     pub synthesis_concurrency: usize,
     pub dispatch_bound: usize,
+    /// Partitions whose witness is made in parallel parts, admitted to
+    /// synthesis or finished and not yet taken by a worker, at most (per
+    /// priority class and those above it).
+    pub synthesis_ahead: usize,
     pub host_memory_budget: u64,
     pub pce_cache_dir: Option<PathBuf>,
     pub params_subgroup_check: bool,
@@ -127,6 +133,9 @@ pub(crate) struct Shared {
     admission: Admission,
     state: Mutex<State>,
     bound: DispatchBound,
+    /// Partitions whose witness is made in parts, admitted to synthesis and
+    /// not yet taken by a worker (`synthesis_ahead`).
+    ready: Arc<Ready>,
     /// Cancelled at shutdown: wakes the dispatcher's permit wait.
     stop: CancelToken,
     scheduler: Scheduler,
@@ -421,6 +430,12 @@ impl EngineBuilder {
                 .dispatch_bound
                 .or_else(|| workers * devices.len() + synthesis),
         )?;
+        let ahead = positive(
+            "synthesis_ahead",
+            config
+                .synthesis_ahead
+                .or_else(|| 2 * workers * devices.len()),
+        )?;
         let budget_bytes = config.host_budget_bytes()?;
         if let Some(dir) = &config.pce_cache_dir {
             std::fs::create_dir_all(dir).map_err(|source| EngineError::PceIo {
@@ -465,11 +480,13 @@ impl EngineBuilder {
             workers_per_device: workers,
             synthesis_concurrency: synthesis,
             dispatch_bound: bound,
+            synthesis_ahead: ahead,
             host_memory_budget: budget_bytes,
             pce_cache_dir: config.pce_cache_dir.clone(),
             params_subgroup_check: config.params_subgroup_check,
         };
         tracing::info!(config = ?resolved, "engine starting");
+        let ready = Arc::new(Ready::new(ahead));
         let shared = Arc::new(Shared {
             config: resolved,
             signal,
@@ -488,6 +505,7 @@ impl EngineBuilder {
                 ..State::default()
             }),
             bound: DispatchBound::new(bound)?,
+            ready,
             stop: CancelToken::new(),
             scheduler,
             loads: Loads::default(),
@@ -529,6 +547,9 @@ pub struct EngineStats {
     pub dispatch_bound: usize,
     /// Partitions of admitted jobs waiting for synthesis.
     pub queued_partitions: usize,
+    /// Partitions whose witness is made in parts, admitted to synthesis and
+    /// not yet taken by a worker (at most `synthesis_ahead` per class).
+    pub ready_partitions: usize,
     pub cached_shapes: usize,
     pub resident_params: usize,
     pub pinned: PoolStats,
@@ -598,6 +619,7 @@ impl Engine {
             dispatch_in_flight: self.shared.bound.in_flight(),
             dispatch_bound: self.shared.bound.bound(),
             queued_partitions,
+            ready_partitions: self.shared.ready.total(),
             cached_shapes: self.shared.pces.len(),
             resident_params: self.shared.params.len(),
             pinned: self.shared.pool.stats(),

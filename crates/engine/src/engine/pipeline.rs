@@ -1,5 +1,7 @@
 //! The threads: each job's driver, the dispatcher, the synthesis threads.
 
+use std::rc::Rc;
+
 use super::*;
 
 /// A job's thread: admission, queueing its partitions, waiting for them to
@@ -292,7 +294,16 @@ pub(super) fn synthesize(
     };
     let start = Instant::now();
     let (inputs, aux) = (pce.num_inputs, pce.num_aux);
-    let witness = match panic::catch_unwind(AssertUnwindSafe(move || witness_fn(inputs, aux))) {
+    // A witness made in parts enters the gate only while fewer than
+    // `synthesis_ahead` such partitions wait for a worker (see `ready`).
+    let pacing = Rc::new(Pacing::new(&shared.ready, job));
+    let pacer = Rc::clone(&pacing) as Rc<dyn cuzk_synth::gate::Pacer>;
+    let made = panic::catch_unwind(AssertUnwindSafe(move || {
+        cuzk_synth::gate::with_pacer(pacer, || witness_fn(inputs, aux))
+    }));
+    // Counted from the gate until a worker takes the partition.
+    let ready = pacing.take_slot();
+    let witness = match made {
         Ok(Ok(w)) => w,
         Ok(Err(e)) => return Err(synth_err(e)),
         Err(panic) => {
@@ -338,6 +349,7 @@ pub(super) fn synthesize(
             witness,
             ws,
             abc_on_device: true,
+            ready,
         }));
     }
     // The reserved working set brings the buffers of the job's previous
@@ -375,5 +387,6 @@ pub(super) fn synthesize(
         witness,
         ws,
         abc_on_device: false,
+        ready,
     }))
 }

@@ -1,0 +1,183 @@
+//! `synthesis_ahead`: partitions whose witness is made in parallel parts
+//! (through [`cuzk_synth::PartsGate`], as PoRep's is) that are admitted to
+//! synthesis, or finished and not yet taken by a GPU worker, by priority
+//! class.
+//!
+//! Such a witness uses every core and is made faster than the GPU proves it
+//! (a 32 GiB PoRep partition: about 1.3 s on 16 cores against about 4 s of
+//! GPU); without a limit every synthesis thread's witness ended up finished
+//! and waiting, whole, in host memory (111 GiB peak for two 32 GiB C2s). The
+//! engine runs each witness with a [`Pacing`] pacer: the gate admits the
+//! witness only while fewer than `synthesis_ahead` partitions of its class
+//! or above are counted, and counts it from then on ([`ReadySlot`]) until a
+//! worker starts its prep or it is dropped unproved. A witness made on one
+//! thread never enters the gate and is not counted: many of those at once
+//! are what keeps a GPU busy (the dispatch bound and the memory budget bound
+//! them).
+
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use cuzk_gpu_sched::Priority;
+use cuzk_synth::PartsGate;
+use cuzk_synth::gate::Pacer;
+
+use super::JobState;
+
+/// Counted partitions by priority class.
+pub(crate) struct Ready {
+    /// Indexed by [`class`].
+    counts: Mutex<[usize; 4]>,
+    /// The most counted partitions of a class and those above it.
+    ahead: usize,
+}
+
+impl fmt::Debug for Ready {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ready")
+            .field("counts", &*self.lock())
+            .field("ahead", &self.ahead)
+            .finish()
+    }
+}
+
+/// `Low` 0 ... `Critical` 3.
+fn class(p: Priority) -> usize {
+    match p {
+        Priority::Low => 0,
+        Priority::Normal => 1,
+        Priority::High => 2,
+        Priority::Critical => 3,
+    }
+}
+
+impl Ready {
+    pub(crate) fn new(ahead: usize) -> Self {
+        Ready {
+            counts: Mutex::new([0; 4]),
+            ahead,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, [usize; 4]> {
+        self.counts.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counted partitions of every class.
+    pub(crate) fn total(&self) -> usize {
+        self.lock().iter().sum()
+    }
+
+    /// Counts a partition of `priority` (until the slot is dropped) if
+    /// fewer than `ahead` of its class and above are counted.
+    pub(crate) fn try_reserve(self: &Arc<Self>, priority: Priority) -> Option<ReadySlot> {
+        let mut counts = self.lock();
+        let c = class(priority);
+        if counts[c..].iter().sum::<usize>() >= self.ahead {
+            return None;
+        }
+        counts[c] += 1;
+        Some(ReadySlot {
+            ready: Arc::clone(self),
+            priority,
+        })
+    }
+}
+
+/// One counted partition; dropped when a worker takes it (or it is dropped).
+pub(crate) struct ReadySlot {
+    ready: Arc<Ready>,
+    priority: Priority,
+}
+
+impl fmt::Debug for ReadySlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReadySlot")
+            .field("priority", &self.priority)
+            .finish()
+    }
+}
+
+impl Drop for ReadySlot {
+    fn drop(&mut self) {
+        {
+            let mut counts = self.ready.lock();
+            let c = &mut counts[class(self.priority)];
+            *c = c.saturating_sub(1);
+        }
+        // A witness waiting at the gate may fit now.
+        PartsGate::global().wake();
+    }
+}
+
+/// The pacer of one partition's witness: admits it when its class has room
+/// (or when its job has ended, so that nothing waits for a job that is gone)
+/// and keeps the slot for the engine to hand on with the partition.
+pub(crate) struct Pacing {
+    ready: Arc<Ready>,
+    job: Arc<JobState>,
+    slot: RefCell<Option<ReadySlot>>,
+}
+
+impl Pacing {
+    pub(crate) fn new(ready: &Arc<Ready>, job: &Arc<JobState>) -> Self {
+        Pacing {
+            ready: Arc::clone(ready),
+            job: Arc::clone(job),
+            slot: RefCell::new(None),
+        }
+    }
+
+    /// The slot taken when the witness entered the gate; `None` if it never
+    /// did (a witness made on one thread).
+    pub(crate) fn take_slot(&self) -> Option<ReadySlot> {
+        self.slot.borrow_mut().take()
+    }
+}
+
+impl Pacer for Pacing {
+    fn try_admit(&self) -> bool {
+        if self.slot.borrow().is_some() {
+            // A second gate in the same witness: already counted.
+            return true;
+        }
+        match self.ready.try_reserve(self.job.priority) {
+            Some(slot) => {
+                *self.slot.borrow_mut() = Some(slot);
+                true
+            }
+            None => self.job.is_terminated(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_counts_the_same_class_and_those_above() {
+        let ready = Arc::new(Ready::new(2));
+        let a = ready.try_reserve(Priority::Normal).unwrap();
+        let b = ready.try_reserve(Priority::Normal).unwrap();
+        assert_eq!(ready.total(), 2);
+        // Two NORMAL partitions counted: NORMAL and LOW wait, HIGH and
+        // CRITICAL do not.
+        assert!(ready.try_reserve(Priority::Normal).is_none());
+        assert!(ready.try_reserve(Priority::Low).is_none());
+        let c = ready.try_reserve(Priority::Critical).unwrap();
+        let d = ready.try_reserve(Priority::High).unwrap();
+        assert_eq!(ready.total(), 4);
+        // One HIGH and one CRITICAL: HIGH is full, CRITICAL has room.
+        assert!(ready.try_reserve(Priority::High).is_none());
+        let e = ready.try_reserve(Priority::Critical).unwrap();
+        assert!(ready.try_reserve(Priority::Critical).is_none());
+        drop((c, d, e));
+        assert!(ready.try_reserve(Priority::Normal).is_none());
+        drop(a);
+        let a = ready.try_reserve(Priority::Normal).unwrap();
+        drop((a, b));
+        assert_eq!(ready.total(), 0);
+    }
+}
