@@ -631,6 +631,99 @@ fn parameters_are_shared_preloaded_and_evicted_under_pressure() {
     assert!(!engine.evict_params(&b).unwrap());
 }
 
+/// The CPU prover, plus what a backend that keeps copies of parameter sets
+/// does: it remembers (weakly) each set it proved with and, when asked,
+/// forgets those nobody holds any more.
+#[derive(Debug, Default)]
+struct Keeping {
+    inner: cuzk_groth16_cuda::CpuProver,
+    seen: std::sync::Mutex<Vec<std::sync::Weak<Vec<blstrs::G1Affine>>>>,
+}
+
+impl cuzk_groth16_cuda::Prover for Keeping {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn prepare(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::Staged> {
+        let mut seen = self.seen.lock().unwrap();
+        if !seen
+            .iter()
+            .any(|w| std::ptr::eq(w.as_ptr(), std::sync::Arc::as_ptr(&params.h)))
+        {
+            seen.push(std::sync::Arc::downgrade(&params.h));
+        }
+        drop(seen);
+        self.inner.prepare(input, params, timings)
+    }
+
+    fn kernel_region(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        staged: cuzk_groth16_cuda::Staged,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::MsmResults> {
+        self.inner.kernel_region(input, params, staged, timings)
+    }
+
+    fn release_unused(&self) -> u64 {
+        let mut seen = self.seen.lock().unwrap();
+        let before = seen.len();
+        seen.retain(|w| w.strong_count() > 0);
+        (before - seen.len()) as u64
+    }
+}
+
+/// Evicting a parameter set (by hand, or everything idle) drops the
+/// engine's copy and then has the backend free what it kept for it: a
+/// GPU's copy of an evicted set does not outlive it.
+#[test]
+fn evicting_parameters_has_the_backend_free_its_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = ParamsRef::File(params_file(dir.path(), "porep:10"));
+    let b = ParamsRef::File(params_file(dir.path(), "mul-chain:10"));
+    let keeping = std::sync::Arc::new(Keeping::default());
+    let engine = cuzk_engine::Engine::builder(config(256 * MIB))
+        .prover(keeping.clone())
+        .build()
+        .unwrap();
+    let prove = |spec: &str, params: &ParamsRef| {
+        let proofs = engine
+            .submit(ProofRequest::new(
+                spec,
+                params.clone(),
+                vec![builtin(spec, 1)],
+            ))
+            .unwrap()
+            .wait_blocking()
+            .unwrap();
+        assert_eq!(proofs.len(), 1);
+    };
+    prove("porep:10", &a);
+    prove("mul-chain:10", &b);
+    // (sets the backend keeps, those still held by someone)
+    let kept = || {
+        let seen = keeping.seen.lock().unwrap();
+        let live = seen.iter().filter(|w| w.strong_count() > 0).count();
+        (seen.len(), live)
+    };
+    assert_eq!(kept(), (2, 2));
+    // Evicted by hand: the engine's copy is gone and the backend was told.
+    assert!(engine.evict_params(&a).unwrap());
+    assert_eq!(kept(), (1, 1), "the backend still keeps the evicted set");
+    // A reload is a new set, proved with; everything idle evicted after.
+    prove("porep:10", &a);
+    assert_eq!(kept(), (2, 2));
+    engine.evict_idle();
+    assert_eq!(kept(), (0, 0));
+}
+
 #[test]
 fn the_timeline_records_every_stage_and_summarizes() {
     let engine = engine(256 * MIB);

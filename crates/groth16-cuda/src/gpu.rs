@@ -16,7 +16,7 @@
 //! free. Each device stage is timed with CUDA events
 //! ([`StageTimings::gpu`](crate::StageTimings::gpu)).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G2Affine, Scalar};
@@ -34,8 +34,13 @@ use crate::{Bls12, Groth16Error, Result, check_params};
 
 /// Parameter bases resident on one GPU, kept while the parameter set lives.
 struct ResidentParams {
-    /// Keeps the host vectors alive, so their addresses identify the set.
-    host: Parameters<Bls12>,
+    /// The host set's five queries, held weakly: the host vectors are freed
+    /// as soon as their owner (the engine's parameter cache) lets them go,
+    /// and a `Weak` keeps its allocation's address from being reused, so the
+    /// addresses still identify the set.
+    host: WeakQueries,
+    /// Device bytes of the five copies.
+    bytes: u64,
     h: DeviceBases<G1Affine>,
     l: DeviceBases<G1Affine>,
     a: DeviceBases<G1Affine>,
@@ -43,13 +48,47 @@ struct ResidentParams {
     b_g2: DeviceBases<G2Affine>,
 }
 
+/// A parameter set's five queries, held weakly.
+struct WeakQueries {
+    h: Weak<Vec<G1Affine>>,
+    l: Weak<Vec<G1Affine>>,
+    a: Weak<Vec<G1Affine>>,
+    b_g1: Weak<Vec<G1Affine>>,
+    b_g2: Weak<Vec<G2Affine>>,
+}
+
+impl WeakQueries {
+    fn of(p: &Parameters<Bls12>) -> Self {
+        WeakQueries {
+            h: Arc::downgrade(&p.h),
+            l: Arc::downgrade(&p.l),
+            a: Arc::downgrade(&p.a),
+            b_g1: Arc::downgrade(&p.b_g1),
+            b_g2: Arc::downgrade(&p.b_g2),
+        }
+    }
+}
+
 impl ResidentParams {
     fn is(&self, p: &Parameters<Bls12>) -> bool {
-        std::sync::Arc::ptr_eq(&self.host.h, &p.h)
-            && std::sync::Arc::ptr_eq(&self.host.l, &p.l)
-            && std::sync::Arc::ptr_eq(&self.host.a, &p.a)
-            && std::sync::Arc::ptr_eq(&self.host.b_g1, &p.b_g1)
-            && std::sync::Arc::ptr_eq(&self.host.b_g2, &p.b_g2)
+        let w = &self.host;
+        std::ptr::eq(w.h.as_ptr(), Arc::as_ptr(&p.h))
+            && std::ptr::eq(w.l.as_ptr(), Arc::as_ptr(&p.l))
+            && std::ptr::eq(w.a.as_ptr(), Arc::as_ptr(&p.a))
+            && std::ptr::eq(w.b_g1.as_ptr(), Arc::as_ptr(&p.b_g1))
+            && std::ptr::eq(w.b_g2.as_ptr(), Arc::as_ptr(&p.b_g2))
+    }
+
+    /// Whether the host set is gone (nobody holds any of its queries).
+    fn orphaned(&self) -> bool {
+        let w = &self.host;
+        [
+            w.h.strong_count(),
+            w.l.strong_count(),
+            w.a.strong_count(),
+            w.b_g1.strong_count(),
+            w.b_g2.strong_count(),
+        ] == [0; 5]
     }
 }
 
@@ -148,6 +187,16 @@ struct GpuStaged {
     w: DeviceBuffer<Scalar>,
 }
 
+/// Takes out of `cache` the resident copies whose host set is gone and that
+/// no proof holds now (a proof in its kernel region holds its own `Arc`).
+fn take_orphans(cache: &mut Vec<Arc<ResidentParams>>) -> Vec<Arc<ResidentParams>> {
+    let (orphans, kept): (Vec<_>, Vec<_>) = std::mem::take(cache)
+        .into_iter()
+        .partition(|r| r.orphaned() && Arc::strong_count(r) == 1);
+    *cache = kept;
+    orphans
+}
+
 /// The CUDA prover of one GPU.
 pub struct GpuProver {
     gpu: Arc<Gpu>,
@@ -241,6 +290,10 @@ impl GpuProver {
         pce: &Pce,
     ) -> Result<Option<Arc<ResidentParams>>> {
         let mut cache = self.params.lock().map_err(|_| poisoned())?;
+        // Copies of sets dropped since (an evicted set reloaded is a new
+        // set): freed before anything is measured or uploaded, so a reload
+        // replaces the old copy instead of sitting beside it.
+        drop(take_orphans(&mut cache));
         if let Some(r) = cache.iter().find(|r| r.is(params)) {
             return Ok(Some(r.clone()));
         }
@@ -268,7 +321,8 @@ impl GpuProver {
         }
         let _s = tracing::info_span!("upload_params").entered();
         let r = Arc::new(ResidentParams {
-            host: params.clone(),
+            host: WeakQueries::of(params),
+            bytes: need,
             h: DeviceBases::<G1Affine>::upload(&self.gpu, &params.h)?,
             l: DeviceBases::<G1Affine>::upload(&self.gpu, &params.l)?,
             a: DeviceBases::<G1Affine>::upload(&self.gpu, &params.a)?,
@@ -439,6 +493,30 @@ fn staged_bytes(pce: &Pce) -> u64 {
 }
 
 impl Prover for GpuProver {
+    fn release_unused(&self) -> u64 {
+        let orphans = match self.params.lock() {
+            Ok(mut cache) => take_orphans(&mut cache),
+            Err(_) => return 0,
+        };
+        let bytes = orphans.iter().map(|r| r.bytes).sum();
+        // Freed outside the lock, in stream order; the synchronization
+        // hands the memory back to the driver now (the stream-ordered
+        // allocator returns freed memory at synchronizations), so a caller
+        // that evicted a set sees it free.
+        drop(orphans);
+        if bytes > 0 {
+            if let Err(e) = self.gpu.synchronize() {
+                tracing::warn!(gpu = self.gpu.ordinal(), "after freeing parameters: {e}");
+            }
+            tracing::info!(
+                gpu = self.gpu.ordinal(),
+                bytes,
+                "freed the device copies of parameter sets no longer held"
+            );
+        }
+        bytes
+    }
+
     fn name(&self) -> &'static str {
         "cuda"
     }

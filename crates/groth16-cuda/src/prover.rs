@@ -180,6 +180,14 @@ pub trait Prover: Send + Sync + fmt::Debug {
         ))
     }
 
+    /// Frees what the backend keeps for parameter sets that nobody holds
+    /// any more (the GPU backend: their device copies); returns the bytes
+    /// freed. The engine calls it after evicting a set; a backend also
+    /// frees them before it next uploads a set. Nothing by default.
+    fn release_unused(&self) -> u64 {
+        0
+    }
+
     /// Whether [`abc_placement`](Prover::abc_placement) is on the device.
     fn evaluates_abc(&self, pce: &Pce) -> bool {
         self.abc_placement(pce).on_device

@@ -233,6 +233,15 @@ impl Provers {
         }
     }
 
+    /// Every device's prover frees what it keeps for parameter sets nobody
+    /// holds any more; the bytes freed.
+    pub(crate) fn release_unused(&self) -> u64 {
+        if self.by_device.is_empty() {
+            return self.first.release_unused();
+        }
+        self.by_device.iter().map(|(_, p)| p.release_unused()).sum()
+    }
+
     /// The prover of device `ordinal`.
     pub(crate) fn get(&self, ordinal: usize) -> &Arc<dyn Prover> {
         self.by_device
@@ -637,6 +646,8 @@ impl Engine {
         let freed = pinned
             + self.shared.pces.evict_idle(u64::MAX)
             + self.shared.params.evict_idle(u64::MAX);
+        // The devices' copies of the sets just dropped.
+        self.shared.provers.release_unused();
         self.shared.signal.bump();
         freed
     }
@@ -893,6 +904,10 @@ impl Engine {
                 holds,
             }
         })?;
+        if removed {
+            // Its copies on the devices go too (a reload uploads anew).
+            self.shared.provers.release_unused();
+        }
         self.shared.signal.bump();
         Ok(removed)
     }

@@ -1,0 +1,132 @@
+//! A parameter set's device copy lives as long as its owner holds the set:
+//! the prover keeps no host copy of its own, frees the device copy once the
+//! set is dropped (`Prover::release_unused`, which the engine calls when it
+//! evicts a set), and a set reloaded after the old one was dropped replaces
+//! the old copy instead of sitting beside it. Device memory is read with
+//! cuMemGetInfo, so this is its own test binary (no other test allocating
+//! on the device meanwhile). Skips without a GPU.
+
+use std::sync::Arc;
+
+use bellperson::groth16::{Parameters, Proof, create_proof, generate_random_parameters};
+use blstrs::Scalar;
+use cuzk_gpu_sched::testing::gpu_or_skip;
+use cuzk_groth16_cuda::{
+    AbcInput, Bls12, GpuOptions, GpuProver, ParamsPlacement, Prover, ProverInput,
+    params_device_bytes,
+};
+use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::{Pce, Witness};
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+
+fn bytes(p: &Proof<Bls12>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(192);
+    p.write(&mut v).unwrap();
+    v
+}
+
+/// A copy of `p` with vectors of its own (what loading the file again
+/// gives).
+fn reloaded(p: &Parameters<Bls12>) -> Parameters<Bls12> {
+    Parameters {
+        vk: p.vk.clone(),
+        h: Arc::new((*p.h).clone()),
+        l: Arc::new((*p.l).clone()),
+        a: Arc::new((*p.a).clone()),
+        b_g1: Arc::new((*p.b_g1).clone()),
+        b_g2: Arc::new((*p.b_g2).clone()),
+    }
+}
+
+#[test]
+fn dropped_parameters_free_their_device_copy_and_a_reload_replaces_it() {
+    let Some(_) = gpu_or_skip("dropped_parameters_free_their_device_copy_and_a_reload_replaces_it")
+    else {
+        return;
+    };
+    let prover = GpuProver::with_options(
+        0,
+        GpuOptions {
+            params: ParamsPlacement::Resident,
+            ..GpuOptions::default()
+        },
+    )
+    .unwrap();
+    let gpu = Arc::clone(prover.gpu());
+    let free = || {
+        gpu.synchronize().unwrap();
+        gpu.mem_info().unwrap().0
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(0xE71C7);
+    let spec: CircuitSpec = "porep:17".parse().unwrap();
+    let first: Parameters<Bls12> = generate_random_parameters(spec.build(0), &mut rng).unwrap();
+    let set_bytes = params_device_bytes(&first);
+    let pce = Pce::record(spec.build(0)).unwrap();
+    let witness = Witness::synthesize(spec.build(3)).unwrap();
+    let input = ProverInput {
+        pce: &pce,
+        witness: &witness,
+        abc: AbcInput::FromPce,
+    };
+    let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+    let expected = bytes(&create_proof(spec.build(3), &first, r, s).unwrap());
+    let prove = |p: &Parameters<Bls12>| {
+        let out = prover.prove(input, p, r, s).unwrap();
+        assert_eq!(bytes(&out.proof), expected, "not bellperson's proof");
+    };
+    // Near the bytes asked for (the driver rounds allocations up).
+    let near = |got: u64, want: u64, what: &str| {
+        let slack = want / 4 + (8 << 20);
+        assert!(
+            got + slack >= want && got <= want + slack,
+            "{what}: {got} bytes, expected about {want}"
+        );
+    };
+
+    // The first proof uploads the set (and the shape's own device state).
+    prove(&first);
+    assert_eq!(
+        Arc::strong_count(&first.h),
+        1,
+        "the prover keeps a host copy of the parameters"
+    );
+    assert_eq!(prover.release_unused(), 0, "freed a set still held");
+    let one = free();
+
+    // The same vectors again: no new upload.
+    prove(&first);
+    near(one.abs_diff(free()), 0, "a second proof with the same set");
+
+    // A reload while the first set is still held: two sets, two copies.
+    let second = reloaded(&first);
+    prove(&second);
+    let two = free();
+    near(one.abs_diff(two), set_bytes, "a second set's upload");
+
+    // The first set dropped: its copy is freed, the second stays.
+    drop(first);
+    assert_eq!(prover.release_unused(), set_bytes);
+    near(free().abs_diff(two), set_bytes, "device memory given back");
+    assert_eq!(prover.release_unused(), 0);
+    prove(&second);
+
+    // Dropped, then reloaded: the old copy goes before the new one is
+    // uploaded, so device memory stays where it was.
+    let before = free();
+    let third = reloaded(&second);
+    drop(second);
+    prove(&third);
+    near(
+        before.abs_diff(free()),
+        0,
+        "a reload after the old set was dropped",
+    );
+    drop(third);
+    assert_eq!(prover.release_unused(), set_bytes);
+    eprintln!(
+        "a set of {set_bytes} device bytes: {:.1} MiB free after the last release",
+        free() as f64 / (1u64 << 20) as f64
+    );
+}
