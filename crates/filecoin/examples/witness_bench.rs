@@ -10,8 +10,8 @@
 //!   thread;
 //! - cuzk, parallel: cuzk's PoRep circuit with the partition's challenges
 //!   synthesized in parallel on every core, first with every value by
-//!   storage-proofs' circuit, then with the labels' SHA-256 made natively
-//!   (what the engine does), each checked equal to the sequential witness.
+//!   storage-proofs' circuit, then with the SHA-256 (the labels', tree D's
+//!   path) made natively (what the engine does), each checked equal to the sequential witness.
 //!
 //! `--concurrent K` also makes K partitions' parallel witnesses at once on
 //! K threads (as the engine's synthesis threads do), with huge pages for
@@ -221,7 +221,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         seq_times
     );
 
-    // Both ways: the labels' SHA-256 by storage-proofs' circuit
+    // Both ways: the SHA-256 (labels, tree D's path) by storage-proofs' circuit
     // (bellperson's gadget), then made natively (the default).
     let (mut sp_times, mut par_times) = (Vec::new(), Vec::new());
     for native in [false, true] {
@@ -409,7 +409,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             &par_times,
             format!(
                 "challenges in parallel on rayon's pool ({} threads, {cores} cores), the \
-                 labels' SHA-256 made natively (cuzk_synth::native), equal to the {} witness; \
+                 SHA-256 (labels, tree D's path) made natively (cuzk_synth::native), equal to the {} witness; \
                  {sizes}",
                 rayon::current_num_threads(),
                 if args.sequential {

@@ -1,21 +1,24 @@
-//! One PoRep challenge's witness with the labels' SHA-256 made natively.
+//! One PoRep challenge's witness with its SHA-256 made natively.
 //!
-//! Three quarters of a PoRep challenge's witness time is the SHA-256 of
-//! each layer's label (`create_label`), and most of that is bellperson's
-//! gadget building linear combinations a witness system throws away.
+//! Most of a PoRep challenge's witness time is SHA-256: of each layer's
+//! label (`create_label`) and of each level of the data's path in tree D
+//! (a binary SHA-256 tree), and most of that is bellperson's gadget
+//! building linear combinations a witness system throws away.
 //! [`synthesize`] assigns exactly the values storage-proofs' circuit of one
-//! challenge assigns, in the same order, making the label's SHA-256 with
+//! challenge assigns, in the same order, making those SHA-256s with
 //! [`cuzk_synth::native::sha256`] (bellperson's variables and values,
 //! computed natively) and everything else with the same storage-proofs,
-//! neptune and bellperson gadgets storage-proofs calls. It is for witness
-//! systems only: the variables it hands the gadgets for the head (the
-//! commitments and the replica id, which the head's own synthesis
+//! neptune and bellperson gadgets storage-proofs calls; tree D's path
+//! follows storage-proofs' Merkle inclusion gadget step by step around its
+//! hashes ([`sha256_inclusion`]). It is for witness systems only: the
+//! variables it hands the gadgets for the head (the commitments, tree D's
+//! root among them, and the replica id, which the head's own synthesis
 //! allocated) are stand-ins with the right values, so the constraints it
 //! would produce do not refer to the head's variables. The PCE is always
 //! recorded from storage-proofs' own circuit, and the tests compare this
 //! witness with storage-proofs' value for value.
 
-use bellperson::gadgets::boolean::Boolean;
+use bellperson::gadgets::boolean::{AllocatedBit, Boolean};
 use bellperson::gadgets::multipack;
 use bellperson::gadgets::num::AllocatedNum;
 use bellperson::gadgets::uint32::UInt32;
@@ -25,11 +28,15 @@ use cuzk_synth::WitnessCs;
 use ff::PrimeField;
 use filecoin_hashers::{Hasher, POSEIDON_CONSTANTS_2, POSEIDON_CONSTANTS_11, PoseidonArity};
 use filecoin_proofs::constants::DefaultPieceHasher;
+use storage_proofs_core::gadgets::constraint;
 use storage_proofs_core::gadgets::encode::encode;
+use storage_proofs_core::gadgets::insertion::insert;
 use storage_proofs_core::gadgets::por::{AuthPath, PoRCircuit};
 use storage_proofs_core::gadgets::uint64::UInt64;
 use storage_proofs_core::gadgets::variables::Root;
-use storage_proofs_core::merkle::{DiskStore, MerkleTreeTrait, MerkleTreeWrapper};
+use storage_proofs_core::merkle::{
+    DiskStore, MerkleProofTrait, MerkleTreeTrait, MerkleTreeWrapper,
+};
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_porep::stacked::{StackedCircuit, TOTAL_PARENTS};
 use typenum::{U2, U11};
@@ -131,7 +138,7 @@ fn column_hash<CS: ConstraintSystem<Scalar>>(
 /// and the parents' labels (each in a 32-byte slot), as a field element of
 /// its first 254 bits; the SHA-256 made natively.
 fn label<CS: ConstraintSystem<Scalar>>(
-    mut cs: CS,
+    cs: CS,
     replica_id: &[Boolean],
     parents: &[Vec<Boolean>],
     layer: u32,
@@ -148,12 +155,87 @@ fn label<CS: ConstraintSystem<Scalar>>(
         preimage.extend_from_slice(p);
         preimage.resize(preimage.len().next_multiple_of(256), zero.clone());
     }
-    let digest = cuzk_synth::native::sha256::sha256(cs.namespace(|| "hash"), &preimage)?;
+    sha256_num(cs, &preimage, "result_num")
+}
+
+/// SHA-256 of `preimage` as a field element of its first 254 bits, each
+/// byte's bits reversed (as storage-proofs packs a SHA-256 digest, under
+/// `packed`'s name); the SHA-256 made natively.
+fn sha256_num<CS: ConstraintSystem<Scalar>>(
+    mut cs: CS,
+    preimage: &[Boolean],
+    packed: &'static str,
+) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+    let digest = cuzk_synth::native::sha256::sha256(cs.namespace(|| "hash"), preimage)?;
     let bits = reverse_bit_numbering(digest);
-    multipack::pack_bits(
-        cs.namespace(|| "result_num"),
-        &bits[..Scalar::CAPACITY as usize],
-    )
+    multipack::pack_bits(cs.namespace(|| packed), &bits[..Scalar::CAPACITY as usize])
+}
+
+/// A node's path in tree D as the vanilla proof holds it
+/// ([`MerkleProofTrait::as_options`]): per level from the leaf, the
+/// sibling and the node's place (0 left, 1 right).
+type Sha256Path = Vec<(Vec<Option<Scalar>>, Option<usize>)>;
+
+/// storage-proofs' Merkle inclusion gadget for `path` in tree D from `leaf`
+/// to `root`, with its SHA-256s made natively.
+///
+/// Allocates what `PoRCircuit::<tree D>::synthesize(cs, leaf, path, root,
+/// true)` allocates, in the same order and under the same names, and
+/// enforces the same constraints: per level, the node's place bit, the
+/// sibling, the pair in order (storage-proofs' `insert`), both nodes' bits
+/// and their SHA-256 (as `Sha256Function::hash_multi_leaf_circuit`); then
+/// the places packed into a public input (the challenged node's index).
+/// The root is private (not an input) and already allocated, so it is only
+/// compared with.
+fn sha256_inclusion<CS: ConstraintSystem<Scalar>>(
+    mut cs: CS,
+    path: Sha256Path,
+    root: &AllocatedNum<Scalar>,
+    leaf: &AllocatedNum<Scalar>,
+) -> Result<(), SynthesisError> {
+    let mut cur = leaf.clone();
+    let mut places = Vec::with_capacity(path.len());
+    {
+        // Tree D is a base tree only: its "sub" and "top" paths are empty.
+        let mut base = cs.namespace(|| "base");
+        for (level, (siblings, place)) in path.into_iter().enumerate() {
+            let [sibling] = <[Option<Scalar>; 1]>::try_from(siblings).map_err(|s| {
+                SynthesisError::IoError(std::io::Error::other(format!(
+                    "a tree D level with {} siblings (tree D is binary)",
+                    s.len()
+                )))
+            })?;
+            let cs = &mut base.namespace(|| format!("merkle tree hash {level}"));
+            let bit =
+                AllocatedBit::alloc(cs.namespace(|| "index bit 0"), place.map(|p| p & 1 == 1))?;
+            let bit = Boolean::from(bit);
+            places.push(bit.clone());
+            let sibling = AllocatedNum::alloc(cs.namespace(|| "path element 0"), || {
+                sibling.ok_or(SynthesisError::AssignmentMissing)
+            })?;
+            let pair = insert(cs, &cur, &[bit], &[sibling])?;
+            cur = sha256_nodes(cs.namespace(|| "computation of commitment hash"), &pair)?;
+        }
+    }
+    multipack::pack_into_inputs(cs.namespace(|| "path"), &places)?;
+    constraint::equal(&mut cs, || "enforce root is correct", &cur, root);
+    Ok(())
+}
+
+/// A tree D node from its children, as `Sha256Function`'s
+/// `hash_multi_leaf_circuit` makes it: each child's 255 bits (bellperson's
+/// `to_bits_le`) padded to 256 and reversed per byte, then SHA-256 packed
+/// into a field element.
+fn sha256_nodes<CS: ConstraintSystem<Scalar>>(
+    mut cs: CS,
+    nodes: &[AllocatedNum<Scalar>],
+) -> Result<AllocatedNum<Scalar>, SynthesisError> {
+    let mut preimage = Vec::with_capacity(nodes.len() * 256);
+    for (i, node) in nodes.iter().enumerate() {
+        let bits = node.to_bits_le(cs.namespace(|| format!("{i}_num_into_bits")))?;
+        preimage.extend(reverse_bit_numbering(bits));
+    }
+    sha256_num(cs, &preimage, "pack_le")
 }
 
 /// Assigns one challenge's values on `cs` (after the head's), as
@@ -169,6 +251,7 @@ where
 {
     let layers = proof.labeling_proofs.len();
     let head = Head::new(head)?;
+    let comm_d_path = proof.comm_d_proofs.as_options();
     let proof = as_circuit_proofs(
         StackedCircuit::<Tree, DefaultPieceHasher>::synthesize::<WitnessCs>,
         vec![proof.into()],
@@ -180,9 +263,9 @@ where
     let data_leaf = AllocatedNum::alloc(cs.namespace(|| "data_leaf"), || {
         proof.data_leaf.ok_or(SynthesisError::AssignmentMissing)
     })?;
-    inclusion(
+    sha256_inclusion(
         cs.namespace(|| "comm_d_inclusion"),
-        proof.comm_d_path,
+        comm_d_path,
         &head.comm_d,
         &data_leaf,
     )?;
@@ -273,4 +356,68 @@ where
         &head.comm_c,
         &hash,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bellperson::util_cs::test_cs::TestConstraintSystem;
+    use filecoin_hashers::HashFunction;
+    use filecoin_hashers::sha256::{Sha256Domain, Sha256Function, Sha256Hasher};
+    use typenum::U0;
+
+    /// A tree D path of `places` (0 left, 1 right) from `leaf`, with made-up
+    /// siblings, and the root it leads to.
+    fn path(leaf: Scalar, places: &[usize]) -> (Sha256Path, Scalar) {
+        let mut cur = Sha256Domain::from(leaf);
+        let mut path = Vec::new();
+        for (level, &place) in places.iter().enumerate() {
+            let sibling = Sha256Domain::from(Scalar::from(1000 + level as u64));
+            cur = match place {
+                0 => Sha256Function::hash2(&cur, &sibling),
+                _ => Sha256Function::hash2(&sibling, &cur),
+            };
+            path.push((vec![Some(sibling.into())], Some(place)));
+        }
+        (path, cur.into())
+    }
+
+    /// The leaf and the root allocated, then the path's inclusion by `f`.
+    fn synthesize(
+        leaf: Scalar,
+        root: Scalar,
+        f: impl FnOnce(
+            &mut TestConstraintSystem<Scalar>,
+            &AllocatedNum<Scalar>,
+            &AllocatedNum<Scalar>,
+        ) -> Result<(), SynthesisError>,
+    ) -> TestConstraintSystem<Scalar> {
+        let mut cs = TestConstraintSystem::<Scalar>::new();
+        let leaf = AllocatedNum::alloc(cs.namespace(|| "leaf"), || Ok(leaf)).unwrap();
+        let root = AllocatedNum::alloc(cs.namespace(|| "root"), || Ok(root)).unwrap();
+        f(&mut cs, &leaf, &root).unwrap_or_else(|e| panic!("{e}"));
+        cs
+    }
+
+    #[test]
+    fn sha256_inclusion_is_storage_proofs_por_circuit() {
+        let leaf = Scalar::from(42);
+        for places in [vec![0], vec![1, 0, 1, 1, 0, 0, 1]] {
+            let (path, root) = path(leaf, &places);
+            let theirs = synthesize(leaf, root, |cs, leaf, root| {
+                let path = AuthPath::<Sha256Hasher, U2, U0, U0>::from(path.clone());
+                inclusion(cs.namespace(|| "inclusion"), path, root, leaf)
+            });
+            let ours = synthesize(leaf, root, |cs, leaf, root| {
+                sha256_inclusion(cs.namespace(|| "inclusion"), path.clone(), root, leaf)
+            });
+            assert!(theirs.is_satisfied(), "{places:?}");
+            assert!(ours.is_satisfied(), "{places:?}");
+            // Names (of variables and constraints), values, constraints.
+            assert_eq!(ours.pretty_print_list(), theirs.pretty_print_list());
+            assert_eq!(ours.scalar_inputs(), theirs.scalar_inputs());
+            assert_eq!(ours.scalar_aux(), theirs.scalar_aux());
+            assert_eq!(ours.hash(), theirs.hash());
+        }
+    }
 }

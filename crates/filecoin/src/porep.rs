@@ -43,7 +43,8 @@ type ChallengeProof<Tree> = stacked::Proof<Tree, DefaultPieceHasher>;
 type Domain<Tree> = <<Tree as MerkleTreeTrait>::Hasher as Hasher>::Domain;
 type DataDomain = <DefaultPieceHasher as Hasher>::Domain;
 
-/// Whether PoRep witnesses make their labels' SHA-256 natively
+/// Whether PoRep witnesses make their SHA-256 (the labels', tree D's path)
+/// natively
 /// ([`set_native_sha256`]); `None` until first read from
 /// `CUZK_NATIVE_SHA256`.
 static NATIVE_SHA256: std::sync::OnceLock<std::sync::atomic::AtomicBool> =
@@ -64,7 +65,8 @@ pub fn set_native_sha256(on: bool) {
     native_sha256_flag().store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Whether PoRep witnesses make their labels' SHA-256 natively now.
+/// Whether PoRep witnesses make their SHA-256 (the labels', tree D's path)
+/// natively now.
 pub fn native_sha256() -> bool {
     native_sha256_flag().load(std::sync::atomic::Ordering::Relaxed)
 }
@@ -236,7 +238,8 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         self.witness_with(inputs, aux, native_sha256())
     }
 
-    /// [`PoRepCircuit::witness`] with the labels' SHA-256 made natively or
+    /// [`PoRepCircuit::witness`] with the SHA-256 (the labels', tree D's
+    /// path) made natively or
     /// by storage-proofs' circuit (bellperson's gadget), as `native` says.
     pub fn witness_with(
         self,
