@@ -292,8 +292,14 @@ impl GpuProver {
         let mut cache = self.params.lock().map_err(|_| poisoned())?;
         // Copies of sets dropped since (an evicted set reloaded is a new
         // set): freed before anything is measured or uploaded, so a reload
-        // replaces the old copy instead of sitting beside it.
-        drop(take_orphans(&mut cache));
+        // replaces the old copy instead of sitting beside it. Frees are
+        // stream-ordered: the synchronization gives the memory back before
+        // free memory is read below.
+        let orphans = take_orphans(&mut cache);
+        if !orphans.is_empty() {
+            drop(orphans);
+            self.gpu.synchronize()?;
+        }
         if let Some(r) = cache.iter().find(|r| r.is(params)) {
             return Ok(Some(r.clone()));
         }
