@@ -295,7 +295,9 @@ mod tests {
                 asked: std::cell::Cell::new(0),
             });
             let asked = with_pacer(Rc::clone(&flag) as Rc<dyn Pacer>, || {
-                let _pass = g.enter(2);
+                // The whole bound: the witness behind cannot get in (and
+                // send) before this one has sent and let go.
+                let _pass = g.enter(8);
                 t.send("paced").unwrap();
                 flag.asked.get()
             });
