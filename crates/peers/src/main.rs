@@ -1,6 +1,11 @@
-//! cuzk beside a peer prover in one run, on the same circuit (`porep:K`,
-//! exactly 2^K constraints), the same parameters, r and s, with the proofs
-//! compared byte for byte.
+//! cuzk beside a peer prover in one run, on the same circuit, the same
+//! parameters, r and s, with the proofs compared byte for byte. Two kinds of
+//! circuit:
+//!
+//! - `porep:K` (exactly 2^K constraints; `--sizes`), as below;
+//! - one partition of a Filecoin proof at any sector size (`--seal-proof`,
+//!   `--update-proof`, `--post-proof` with `--sectors`; `--partition`,
+//!   `--seed`): see the `filecoin` module.
 //!
 //! The peer is bellperson's `create_proof`: its CPU prover in a default
 //! build, its SupraSeal GPU prover when built with `--features supraseal`
@@ -20,20 +25,28 @@
 //! ```text
 //! cuzk-peers <short git revision> <command line for the record>
 //!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR] [--out FILE]
+//! cuzk-peers <rev> <command> --seal-proof StackedDrg32GiBV1_1 [--partition 0] [--seed 1]
+//!     [--runs 2] [--peer-runs 1] [--workdir DIR] [--out FILE] [--cpu]
 //! ```
 //! Writes the bench-data JSON (area `peers`) to stdout at the end, and with
 //! `--out` also to FILE after every peer proof (so a run cut short by a
-//! time limit keeps what it measured); progress to stderr.
+//! time limit keeps what it measured); progress to stderr. `--cpu` proves
+//! cuzk's side on its CPU prover (a Filecoin partition only: to check the
+//! tool where there is no GPU).
 
 // The benchmark examples' run facts and result entries, shared by path.
 #[path = "../../groth16-cuda/examples/common/mod.rs"]
 mod common;
 use common::{Stat, result};
 
+mod filecoin;
+
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use bellperson::Circuit;
 use bellperson::groth16::{Parameters, Proof};
 use blstrs::Scalar;
 use cuzk_groth16_cuda::fake::fake_params;
@@ -52,27 +65,21 @@ mod peer {
 
     pub const NAME: &str = "bellperson-cpu";
 
-    pub struct Peer;
+    /// Holds the parameters it proves with.
+    pub struct Peer(Arc<Parameters<Bls12>>);
 
     impl Peer {
-        pub fn load(_params: &Parameters<Bls12>, _dir: &Path) -> Result<Self> {
-            Ok(Peer)
+        pub fn load(params: Arc<Parameters<Bls12>>, _dir: &Path) -> Result<Self> {
+            Ok(Peer(params))
         }
 
-        pub fn prove(
+        pub fn prove<C: Circuit<Scalar> + Send>(
             &self,
-            spec: &CircuitSpec,
-            seed: u64,
-            params: &Parameters<Bls12>,
+            circuit: C,
             r: Scalar,
             s: Scalar,
         ) -> Result<Proof<Bls12>> {
-            Ok(bellperson::groth16::create_proof(
-                spec.build(seed),
-                params,
-                r,
-                s,
-            )?)
+            Ok(bellperson::groth16::create_proof(circuit, &*self.0, r, s)?)
         }
     }
 }
@@ -88,20 +95,24 @@ mod peer {
     pub struct Peer(SuprasealParameters<Bls12>);
 
     impl Peer {
-        pub fn load(params: &Parameters<Bls12>, dir: &Path) -> Result<Self> {
+        /// Writes the parameters to a file in `dir`, lets go of them (the
+        /// memory is freed when this was the last holder), and has SupraSeal
+        /// read the file; the file is removed once opened (SupraSeal maps
+        /// it and reads on in the background; its first proof waits for the
+        /// read to finish).
+        pub fn load(params: Arc<Parameters<Bls12>>, dir: &Path) -> Result<Self> {
             let file = dir.join("peer.params");
-            cuzk_groth16_cuda::write_params(&file, params)?;
+            cuzk_groth16_cuda::write_params(&file, &params)?;
+            drop(params);
             let srs = SuprasealParameters::new(file.clone())
-                .with_context(|| format!("SupraSeal reading {}", file.display()))?;
+                .with_context(|| format!("SupraSeal reading {}", file.display()));
             std::fs::remove_file(&file).ok();
-            Ok(Peer(srs))
+            Ok(Peer(srs?))
         }
 
-        pub fn prove(
+        pub fn prove<C: Circuit<Scalar> + Send>(
             &self,
-            spec: &CircuitSpec,
-            seed: u64,
-            _params: &Parameters<Bls12>,
+            circuit: C,
             r: Scalar,
             s: Scalar,
         ) -> Result<Proof<Bls12>> {
@@ -109,7 +120,7 @@ mod peer {
                 Bls12,
                 _,
                 &SuprasealParameters<Bls12>,
-            >(spec.build(seed), &self.0, r, s)?)
+            >(circuit, &self.0, r, s)?)
         }
     }
 }
@@ -122,6 +133,13 @@ struct Args {
     peer_runs: usize,
     workdir: PathBuf,
     out: Option<PathBuf>,
+    /// One partition of a Filecoin proof instead of `porep:K`.
+    filecoin: Option<filecoin::Kind>,
+    seed: u64,
+    sectors: Option<usize>,
+    partition: usize,
+    /// cuzk's side on its CPU prover (no GPU needed; to check the tool).
+    cpu: bool,
 }
 
 fn args() -> Result<Args> {
@@ -136,10 +154,25 @@ fn args() -> Result<Args> {
         peer_runs: 2,
         workdir: std::env::temp_dir(),
         out: None,
+        filecoin: None,
+        seed: 1,
+        sectors: None,
+        partition: 0,
+        cpu: false,
     };
     while let Some(flag) = it.next() {
+        if flag == "--cpu" {
+            a.cpu = true;
+            continue;
+        }
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
+            "--seal-proof" => a.filecoin = Some(filecoin::Kind::PoRep(value.parse()?)),
+            "--update-proof" => a.filecoin = Some(filecoin::Kind::Update(value.parse()?)),
+            "--post-proof" => a.filecoin = Some(filecoin::Kind::Post(value.parse()?)),
+            "--seed" => a.seed = value.parse().context("--seed takes a number")?,
+            "--sectors" => a.sectors = Some(value.parse().context("--sectors takes a count")?),
+            "--partition" => a.partition = value.parse().context("--partition takes an index")?,
             "--sizes" => {
                 a.sizes = value
                     .split(',')
@@ -156,6 +189,9 @@ fn args() -> Result<Args> {
     }
     if a.runs == 0 || a.peer_runs == 0 || a.peer_runs > a.runs {
         bail!("need 1 <= --peer-runs <= --runs");
+    }
+    if a.cpu && a.filecoin.is_none() {
+        bail!("--cpu is for a Filecoin partition (--seal-proof, --update-proof, --post-proof)");
     }
     Ok(a)
 }
@@ -233,11 +269,14 @@ impl Report {
 
 fn main() -> Result<()> {
     let args = args()?;
+    let workdir = tempfile::tempdir_in(&args.workdir)
+        .with_context(|| format!("a work directory in {}", args.workdir.display()))?;
+    if let Some(kind) = args.filecoin {
+        return filecoin::run(&args, kind, workdir.path());
+    }
     let gpu = GpuProver::new(0).context("cuzk's side of the comparison needs a GPU")?;
     let gpu_name = gpu.gpu().name().to_owned();
     eprintln!("GPU 0: {gpu_name}; peer: {}", peer::NAME);
-    let workdir = tempfile::tempdir_in(&args.workdir)
-        .with_context(|| format!("a work directory in {}", args.workdir.display()))?;
     let report = Report {
         head: json!({
             "revision": args.revision,
@@ -252,9 +291,9 @@ fn main() -> Result<()> {
         let spec: CircuitSpec = format!("porep:{k}").parse()?;
         let size = format!("2^{k}");
         let pce = Pce::record(spec.build(0))?;
-        let params = fake_params(&pce, 42);
+        let params = Arc::new(fake_params(&pce, 42));
         let t = Instant::now();
-        let peer = peer::Peer::load(&params, workdir.path())?;
+        let peer = peer::Peer::load(params.clone(), workdir.path())?;
         let peer_load = t.elapsed().as_secs_f64();
 
         // Warm-up: loads the modules, uploads the parameters, grows scratch.
@@ -305,7 +344,7 @@ fn main() -> Result<()> {
         let mut identical = true;
         for (i, &(seed, r, s)) in runs.iter().take(args.peer_runs).enumerate() {
             let t = Instant::now();
-            let proof = peer.prove(&spec, seed, &params, r, s)?;
+            let proof = peer.prove(spec.build(seed), r, s)?;
             let d = t.elapsed();
             let same = proof_bytes(&proof) == ours[i];
             identical &= same;

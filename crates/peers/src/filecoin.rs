@@ -1,0 +1,423 @@
+//! One partition of a Filecoin proof, at any sector size, proved by cuzk and
+//! by the peer on the same circuit, parameters, r and s.
+//!
+//! The input is cuzk's synthetic one (`cuzk_filecoin::synthetic`, from
+//! `--seed`: a PoRep C1, a SnapDeals update or PoSt vanilla proofs), the
+//! circuit is the partition circuit filecoin-proofs builds from it
+//! (storage-proofs' synthesis), the parameters are fake ones made from its
+//! PCE (the prover's work is that of real ones; the proofs compare byte for
+//! byte but do not verify). In order, so that each side has the host and the
+//! device to itself:
+//!
+//! 1. the synthetic input, the partition's PCE recorded, the fake parameters;
+//! 2. cuzk: one warm-up proof (parameters uploaded, not measured), then
+//!    `--runs` proofs, each its witness (the engine's: PoRep's challenges in
+//!    parallel) and the prover, timed apart;
+//! 3. the GPU's copies freed and the PCE dropped; the peer loads the
+//!    parameters (SupraSeal: from a file written into the work directory,
+//!    after which this process lets go of its own copy);
+//! 4. the peer: `--peer-runs` proofs with the first runs' r and s, each
+//!    bellperson's `create_proof` (its own synthesis, then its prover), the
+//!    synthesis told apart from the rest by the time bellperson logs
+//!    "starting proof timer".
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use bellperson::Circuit;
+use blstrs::Scalar;
+use cuzk_filecoin::post::PostInput;
+use cuzk_filecoin::{
+    C1Output, Partitions, PartitionsVisitor, PostProof, SealProof, UpdateInput, UpdateProof,
+    synthetic,
+};
+use cuzk_groth16_cuda::fake::fake_params;
+use cuzk_groth16_cuda::{AbcInput, CpuProver, GpuProver, Prover, ProverInput};
+use cuzk_synth::Pce;
+use ff::Field;
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde_json::{Value, json};
+
+use crate::common::{self, Stat, result};
+use crate::{Args, Report, peer, proof_bytes};
+
+/// Which Filecoin proof.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    PoRep(SealProof),
+    Update(UpdateProof),
+    Post(PostProof),
+}
+
+/// The synthetic input, parsed.
+enum Input {
+    PoRep(C1Output),
+    Update(UpdateInput),
+    Post(PostInput),
+}
+
+impl Input {
+    fn visit<V: PartitionsVisitor>(&self, v: V) -> Result<V::Output> {
+        let dir = Path::new("");
+        Ok(match self {
+            Input::PoRep(c1) => c1.visit_partitions(dir, v)?,
+            Input::Update(u) => u.visit_partitions(dir, v)?,
+            Input::Post(p) => p.visit_partitions(dir, v)?,
+        })
+    }
+}
+
+/// The synthetic input of `kind`, with what to call it in result names and
+/// a line on what it is.
+fn input(kind: Kind, seed: u64, sectors: Option<usize>) -> Result<(Input, String, String)> {
+    Ok(match kind {
+        Kind::PoRep(proof) => {
+            let s = synthetic::generate_json(proof, seed)?;
+            let note = format!(
+                "synthetic C1, seed {seed}: {} partitions, {} challenges, made in {:.1} s",
+                s.partitions, s.challenges, s.seconds
+            );
+            let c1 = C1Output::from_json(&s.json, Some(proof))?;
+            (Input::PoRep(c1), format!("porep-c2/{proof}"), note)
+        }
+        Kind::Update(proof) => {
+            let s = synthetic::update_json(proof, seed)?;
+            let u = UpdateInput::from_json(&s.json)?;
+            let note = format!(
+                "synthetic update, seed {seed}: {} partitions, made in {:.1} s",
+                u.partitions(),
+                s.seconds
+            );
+            (Input::Update(u), format!("snap-deals/{proof}"), note)
+        }
+        Kind::Post(proof) => {
+            let sectors = sectors.unwrap_or(proof.config().sector_count);
+            let s = synthetic::post_json(proof, sectors, seed)?;
+            let p = PostInput::from_json(&s.json, Some(proof.kind))?;
+            let note = format!(
+                "synthetic vanilla proofs, seed {seed}: {sectors} sectors, {} partitions, \
+                 made in {:.1} s",
+                p.partitions()?,
+                s.seconds
+            );
+            (Input::Post(p), format!("post/{proof}"), note)
+        }
+    })
+}
+
+pub fn run(args: &Args, kind: Kind, workdir: &Path) -> Result<()> {
+    bellperson_log::install();
+    let t = Instant::now();
+    let (input, name, note) = input(kind, args.seed, args.sectors)?;
+    eprintln!("{name}: {note} ({:.1?})", t.elapsed());
+    input.visit(Partition {
+        args,
+        name,
+        note,
+        workdir,
+    })?
+}
+
+/// The measurement, on the typed partitions.
+struct Partition<'a> {
+    args: &'a Args,
+    name: String,
+    note: String,
+    workdir: &'a Path,
+}
+
+/// cuzk's prover: the GPU, or its CPU prover under `--cpu`.
+fn open_prover(cpu: bool) -> Result<(Box<dyn Prover>, String)> {
+    if cpu {
+        return Ok((Box::new(CpuProver), "none (cuzk's CPU prover)".into()));
+    }
+    let gpu = GpuProver::new(0).context(
+        "cuzk's side of the comparison needs a GPU (--cpu runs it on cuzk's CPU prover)",
+    )?;
+    let name = gpu.gpu().name().to_owned();
+    Ok((Box::new(gpu), name))
+}
+
+impl PartitionsVisitor for Partition<'_> {
+    type Output = Result<()>;
+
+    fn visit<C>(self, partitions: Partitions<C>) -> Result<()>
+    where
+        C: Circuit<Scalar> + Clone + Send + Sync + 'static,
+    {
+        let args = self.args;
+        let k = args.partition;
+        let count = partitions.circuits.len();
+        let Some(circuit) = partitions.circuits.get(k).cloned() else {
+            bail!(
+                "--partition {k}: {} has {count} partition(s)",
+                partitions.label
+            );
+        };
+        let witness_fn = partitions.witness;
+        drop(partitions);
+        let (prover, gpu_name) = open_prover(args.cpu)?;
+        eprintln!("cuzk on {gpu_name}; peer: {}", peer::NAME);
+        let prefix = format!("peers/{}/partition{k}", self.name);
+        let report = Report {
+            head: json!({
+                "revision": args.revision,
+                "date": common::today(),
+                "machine": common::machine(&gpu_name, json!({})),
+                "command": args.command,
+            }),
+            out: args.out.clone(),
+        };
+        let mut setup = Vec::new();
+        let mut once = |what: &str, seconds: f64, notes: String| {
+            eprintln!("{what}: {seconds:.3} s ({notes})");
+            setup.push(result(
+                format!("{prefix}/setup/{what}"),
+                &[seconds],
+                json!({ "notes": notes }),
+            ));
+        };
+
+        let t = Instant::now();
+        let pce = Pce::record(circuit.clone())?;
+        once(
+            "pce_record",
+            t.elapsed().as_secs_f64(),
+            format!(
+                "{} constraints, {} inputs, {} aux; {}",
+                pce.num_constraints(),
+                pce.num_inputs,
+                pce.num_aux,
+                self.note
+            ),
+        );
+        let t = Instant::now();
+        let params = Arc::new(fake_params(&pce, 42));
+        once(
+            "fake_params",
+            t.elapsed().as_secs_f64(),
+            "cuzk's fake parameters from the PCE, seed 42".into(),
+        );
+
+        let prove = |witness: &cuzk_synth::Witness, r: Scalar, s: Scalar| -> Result<Vec<u8>> {
+            let abc;
+            let abc_input = if prover.evaluates_abc(&pce) {
+                AbcInput::FromPce
+            } else {
+                abc = cuzk_synth::evaluate(&pce, witness)?;
+                AbcInput::Evaluated {
+                    a: &abc.a,
+                    b: &abc.b,
+                    c: &abc.c,
+                }
+            };
+            let input = ProverInput {
+                pce: &pce,
+                witness,
+                abc: abc_input,
+            };
+            Ok(proof_bytes(&prover.prove(input, &params, r, s)?.proof))
+        };
+
+        // Warm-up: modules, parameter upload, scratch.
+        let t = Instant::now();
+        let witness = witness_fn(circuit.clone(), pce.num_inputs, pce.num_aux)?;
+        prove(&witness, Scalar::ONE, Scalar::ONE)?;
+        drop(witness);
+        once(
+            "cuzk_warm_up",
+            t.elapsed().as_secs_f64(),
+            "one proof: witness, parameters uploaded, the prover's first use".into(),
+        );
+
+        let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ ((k as u64) << 32));
+        let rs: Vec<(Scalar, Scalar)> = (0..args.runs)
+            .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+            .collect();
+        let (mut witness_s, mut prove_s, mut total_s, mut ours) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for &(r, s) in &rs {
+            let t = Instant::now();
+            let witness = witness_fn(circuit.clone(), pce.num_inputs, pce.num_aux)?;
+            let w = t.elapsed();
+            ours.push(prove(&witness, r, s)?);
+            let all = t.elapsed();
+            witness_s.push(w.as_secs_f64());
+            prove_s.push((all - w).as_secs_f64());
+            total_s.push(all.as_secs_f64());
+            eprintln!("cuzk: {all:.3?} (witness {w:.3?})");
+        }
+        drop(prover); // the device copies
+        drop(pce);
+
+        let t = Instant::now();
+        let peer = peer::Peer::load(params, self.workdir)?;
+        once(
+            "peer_load",
+            t.elapsed().as_secs_f64(),
+            format!(
+                "{}: the parameters made ready for it (SupraSeal: written to a file and \
+                 read into its SRS; it reads on in the background into its first proof)",
+                peer::NAME
+            ),
+        );
+        let rss_before_peer = peak_rss_gib();
+
+        let (mut theirs, mut their_synth, mut their_prove) = (Vec::new(), Vec::new(), Vec::new());
+        let mut identical = true;
+        let results = |theirs: &[f64], synth: &[f64], prove: &[f64], identical: bool| {
+            let mut v = setup.clone();
+            v.extend(self_results(
+                &prefix,
+                (&witness_s, &prove_s, &total_s),
+                (theirs, synth, prove),
+                identical,
+            ));
+            v
+        };
+        for (i, &(r, s)) in rs.iter().take(args.peer_runs).enumerate() {
+            bellperson_log::reset();
+            let t = Instant::now();
+            let proof = peer.prove(circuit.clone(), r, s)?;
+            let all = t.elapsed().as_secs_f64();
+            let synth = bellperson_log::synthesized_after(t).unwrap_or(f64::NAN);
+            let same = proof_bytes(&proof) == ours[i];
+            identical &= same;
+            theirs.push(all);
+            their_synth.push(synth);
+            their_prove.push(all - synth);
+            eprintln!(
+                "{}: {all:.3} s (synthesis {synth:.3} s), byte-identical: {same}",
+                peer::NAME
+            );
+            report.write(
+                &results(&theirs, &their_synth, &their_prove, identical),
+                &[],
+            )?;
+        }
+        let mut all = results(&theirs, &their_synth, &their_prove, identical);
+        all.push(json!({
+            "name": format!("{prefix}/peak_rss"),
+            "unit": "GiB",
+            "median": peak_rss_gib(), "min": peak_rss_gib(), "max": peak_rss_gib(), "runs": 1,
+            "notes": format!(
+                "this process's VmHWM at the end ({rss_before_peer:.1} GiB before the peer's \
+                 first proof)"
+            ),
+        }));
+        report.write(&all, &[])?;
+        println!("{}", serde_json::to_string_pretty(&report.json(&all, &[]))?);
+        if !identical {
+            bail!("the proofs differ from {}'s", peer::NAME);
+        }
+        Ok(())
+    }
+}
+
+/// The result entries of both sides.
+fn self_results(
+    prefix: &str,
+    (witness, prove, total): (&[f64], &[f64], &[f64]),
+    (theirs, synth, their_prove): (&[f64], &[f64], &[f64]),
+    identical: bool,
+) -> Vec<Value> {
+    let mut v = vec![
+        result(format!("{prefix}/cuzk/witness"), witness, json!({})),
+        result(
+            format!("{prefix}/cuzk/prove"),
+            prove,
+            json!({"notes": "parameters resident on the GPU (uploaded in the warm-up)"}),
+        ),
+    ];
+    if theirs.is_empty() {
+        v.push(result(format!("{prefix}/cuzk/total"), total, json!({})));
+        return v;
+    }
+    let median = Stat::of(theirs.to_vec()).median;
+    v.push(result(
+        format!("{prefix}/cuzk/total"),
+        total,
+        json!({
+            "baseline": {"name": peer::NAME, "median": median, "runs": theirs.len()},
+            "ratio_vs_baseline": median / Stat::of(total.to_vec()).median,
+            "byte_identical_to_baseline": identical,
+            "notes": "witness + prove; fake parameters, the same for both provers, same r and s",
+        }),
+    ));
+    v.push(result(
+        format!("{prefix}/{}/create_proof", peer::NAME),
+        theirs,
+        json!({"notes": "bellperson::groth16::create_proof, its own synthesis included"}),
+    ));
+    v.push(result(
+        format!("{prefix}/{}/synthesis", peer::NAME),
+        synth,
+        json!({"notes": "from the call to bellperson's \"starting proof timer\" log line"}),
+    ));
+    v.push(result(
+        format!("{prefix}/{}/prove", peer::NAME),
+        their_prove,
+        json!({"notes": "create_proof less its synthesis"}),
+    ));
+    v
+}
+
+/// This process's peak resident set (VmHWM), GiB; 0 where unknown.
+fn peak_rss_gib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    kb as f64 / (1u64 << 20) as f64
+}
+
+/// When bellperson's prover finished synthesizing: it logs "starting proof
+/// timer" right after synthesis, in its CPU and its SupraSeal prover alike.
+mod bellperson_log {
+    use super::*;
+
+    static MARK: Mutex<Option<Instant>> = Mutex::new(None);
+
+    struct Marker;
+
+    impl log::Log for Marker {
+        fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+            m.target().starts_with("bellperson")
+        }
+
+        fn log(&self, record: &log::Record<'_>) {
+            if self.enabled(record.metadata())
+                && record.args().to_string() == "starting proof timer"
+            {
+                *MARK.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            }
+        }
+
+        fn flush(&self) {}
+    }
+
+    static LOGGER: Marker = Marker;
+
+    pub fn install() {
+        if log::set_logger(&LOGGER).is_ok() {
+            log::set_max_level(log::LevelFilter::Info);
+        }
+    }
+
+    pub fn reset() {
+        *MARK.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Seconds from `start` to the mark, if bellperson logged it since.
+    pub fn synthesized_after(start: Instant) -> Option<f64> {
+        MARK.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .and_then(|t| t.checked_duration_since(start))
+            .map(|d| d.as_secs_f64())
+    }
+}
