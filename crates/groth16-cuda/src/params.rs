@@ -237,8 +237,54 @@ pub fn read_verifying_key(path: &Path) -> Result<VerifyingKey<Bls12>> {
 
 /// Writes `params` to `path` atomically: into a temporary file beside it,
 /// then renamed, so a failure never leaves a partial file under `path`.
+/// The bytes are bellperson's `Parameters::write`, made on rayon's pool
+/// ([`write_params_to`]).
 pub fn write_params(path: &Path, params: &Parameters<Bls12>) -> Result<()> {
-    write_atomically(path, |w| params.write(w))
+    write_atomically(path, |w| write_params_to(w, params))
+}
+
+/// Writes `params` in bellperson's layout (`Parameters::write`: the
+/// verifying key, then h, l, a, b_g1 and b_g2, each a big-endian u32 count
+/// and uncompressed points), the points serialized in parallel: a 47 GB
+/// set is mostly the conversion of half a billion points out of Montgomery
+/// form, which one thread does at well under the speed of a disk.
+pub fn write_params_to<W: Write>(w: &mut W, params: &Parameters<Bls12>) -> io::Result<()> {
+    params.vk.write(&mut *w)?;
+    write_points(w, &params.h, G1Affine::to_uncompressed)?;
+    write_points(w, &params.l, G1Affine::to_uncompressed)?;
+    write_points(w, &params.a, G1Affine::to_uncompressed)?;
+    write_points(w, &params.b_g1, G1Affine::to_uncompressed)?;
+    write_points(w, &params.b_g2, G2Affine::to_uncompressed)
+}
+
+/// A count and the points' encodings, encoded a batch of chunks at a time
+/// on rayon's pool and written in order.
+fn write_points<W: Write, T: Sync, const N: usize>(
+    w: &mut W,
+    points: &[T],
+    encode: impl Fn(&T) -> [u8; N] + Sync,
+) -> io::Result<()> {
+    const CHUNK: usize = 1 << 14;
+    let count = u32::try_from(points.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "over 2^32 points in a query"))?;
+    w.write_all(&count.to_be_bytes())?;
+    let batch = CHUNK * rayon::current_num_threads().max(1) * 2;
+    for points in points.chunks(batch) {
+        let bytes: Vec<Vec<u8>> = points
+            .par_chunks(CHUNK)
+            .map(|chunk| {
+                let mut out = Vec::with_capacity(chunk.len() * N);
+                for p in chunk {
+                    out.extend_from_slice(&encode(p));
+                }
+                out
+            })
+            .collect();
+        for b in &bytes {
+            w.write_all(b)?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes a file through a temporary sibling and a rename.
@@ -324,4 +370,44 @@ pub fn check_params(params: &Parameters<Bls12>, pce: &Pce) -> Result<()> {
         return Err(Groth16Error::DegenerateParams);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuzk_synth::circuits::CircuitSpec;
+
+    /// The parallel writer's bytes are bellperson's, for a set of a few
+    /// points and for one whose queries span several chunks and batches.
+    #[test]
+    fn parallel_writer_writes_bellpersons_bytes() {
+        for (spec, seed) in [("porep:5", 1), ("no-aux:3", 4), ("porep:17", 2)] {
+            let spec: CircuitSpec = spec.parse().unwrap();
+            let pce = Pce::record(spec.build(0)).unwrap();
+            let params = crate::fake::fake_params(&pce, seed);
+            let mut theirs = Vec::new();
+            params.write(&mut theirs).unwrap();
+            let mut ours = Vec::new();
+            write_params_to(&mut ours, &params).unwrap();
+            assert_eq!(ours.len(), theirs.len(), "{spec}");
+            assert!(ours == theirs, "{spec}: the bytes differ");
+        }
+    }
+
+    /// Through a file, atomically, and read back to the same set.
+    #[test]
+    fn written_parameters_read_back() {
+        let spec: CircuitSpec = "porep:10".parse().unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let params = crate::fake::fake_params(&pce, 3);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.params");
+        write_params(&path, &params).unwrap();
+        let back = read_params(&path, true).unwrap();
+        assert!(back.vk == params.vk);
+        assert_eq!(back.h.as_slice(), params.h.as_slice());
+        assert_eq!(back.b_g2.as_slice(), params.b_g2.as_slice());
+        // Nothing left beside the file.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
 }

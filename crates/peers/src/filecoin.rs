@@ -34,7 +34,9 @@ use cuzk_filecoin::{
     synthetic,
 };
 use cuzk_groth16_cuda::fake::fake_params;
-use cuzk_groth16_cuda::{AbcInput, CpuProver, GpuProver, Prover, ProverInput};
+use cuzk_groth16_cuda::{
+    AbcInput, CpuProver, GpuOptions, GpuProver, ParamsPlacement, Prover, ProverInput,
+};
 use cuzk_synth::Pce;
 use ff::Field;
 use rand::SeedableRng;
@@ -134,7 +136,11 @@ fn open_prover(cpu: bool) -> Result<(Box<dyn Prover>, String)> {
     if cpu {
         return Ok((Box::new(CpuProver), "none (cuzk's CPU prover)".into()));
     }
-    let gpu = GpuProver::new(0).context(
+    let options = GpuOptions {
+        params: ParamsPlacement::Resident,
+        ..GpuOptions::default()
+    };
+    let gpu = GpuProver::with_options(0, options).context(
         "cuzk's side of the comparison needs a GPU (--cpu runs it on cuzk's CPU prover)",
     )?;
     let name = gpu.gpu().name().to_owned();
@@ -159,31 +165,35 @@ impl PartitionsVisitor for Partition<'_> {
         };
         let witness_fn = partitions.witness;
         drop(partitions);
+        let prefix = format!("peers/{}/partition{k}", self.name);
+        if let Some(dir) = &args.peer_from {
+            let saved = Saved::read(dir)?;
+            let report = self.report(&saved.gpu);
+            let mut setup = saved.setup.clone();
+            let t = Instant::now();
+            let peer = peer::Peer::open(&dir.join(PARAMS_FILE))?;
+            setup.push(once(
+                &prefix,
+                "peer_load",
+                t.elapsed().as_secs_f64(),
+                format!(
+                    "{}: the parameter file cuzk's side wrote, opened (SupraSeal reads it into \
+                     its SRS in the background, into its first proof)",
+                    peer::NAME
+                ),
+            ));
+            return peer_side(&report, &prefix, &peer, circuit, &saved, setup, args);
+        }
+
         let (prover, gpu_name) = open_prover(args.cpu)?;
         eprintln!("cuzk on {gpu_name}; peer: {}", peer::NAME);
-        let prefix = format!("peers/{}/partition{k}", self.name);
-        let report = Report {
-            head: json!({
-                "revision": args.revision,
-                "date": common::today(),
-                "machine": common::machine(&gpu_name, json!({})),
-                "command": args.command,
-            }),
-            out: args.out.clone(),
-        };
+        let report = self.report(&gpu_name);
         let mut setup = Vec::new();
-        let mut once = |what: &str, seconds: f64, notes: String| {
-            eprintln!("{what}: {seconds:.3} s ({notes})");
-            setup.push(result(
-                format!("{prefix}/setup/{what}"),
-                &[seconds],
-                json!({ "notes": notes }),
-            ));
-        };
 
         let t = Instant::now();
         let pce = Pce::record(circuit.clone())?;
-        once(
+        setup.push(once(
+            &prefix,
             "pce_record",
             t.elapsed().as_secs_f64(),
             format!(
@@ -193,14 +203,15 @@ impl PartitionsVisitor for Partition<'_> {
                 pce.num_aux,
                 self.note
             ),
-        );
+        ));
         let t = Instant::now();
         let params = Arc::new(fake_params(&pce, 42));
-        once(
+        setup.push(once(
+            &prefix,
             "fake_params",
             t.elapsed().as_secs_f64(),
             "cuzk's fake parameters from the PCE, seed 42".into(),
-        );
+        ));
 
         let prove = |witness: &cuzk_synth::Witness, r: Scalar, s: Scalar| -> Result<Vec<u8>> {
             let abc;
@@ -227,35 +238,66 @@ impl PartitionsVisitor for Partition<'_> {
         let witness = witness_fn(circuit.clone(), pce.num_inputs, pce.num_aux)?;
         prove(&witness, Scalar::ONE, Scalar::ONE)?;
         drop(witness);
-        once(
+        setup.push(once(
+            &prefix,
             "cuzk_warm_up",
             t.elapsed().as_secs_f64(),
             "one proof: witness, parameters uploaded, the prover's first use".into(),
-        );
+        ));
 
         let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ ((k as u64) << 32));
-        let rs: Vec<(Scalar, Scalar)> = (0..args.runs)
-            .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
-            .collect();
-        let (mut witness_s, mut prove_s, mut total_s, mut ours) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for &(r, s) in &rs {
+        let mut saved = Saved {
+            gpu: gpu_name,
+            setup: Vec::new(),
+            rs: (0..args.runs)
+                .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+                .collect(),
+            proofs: Vec::new(),
+            witness: Vec::new(),
+            prove: Vec::new(),
+            total: Vec::new(),
+        };
+        for &(r, s) in &saved.rs {
             let t = Instant::now();
             let witness = witness_fn(circuit.clone(), pce.num_inputs, pce.num_aux)?;
             let w = t.elapsed();
-            ours.push(prove(&witness, r, s)?);
+            saved.proofs.push(prove(&witness, r, s)?);
             let all = t.elapsed();
-            witness_s.push(w.as_secs_f64());
-            prove_s.push((all - w).as_secs_f64());
-            total_s.push(all.as_secs_f64());
+            saved.witness.push(w.as_secs_f64());
+            saved.prove.push((all - w).as_secs_f64());
+            saved.total.push(all.as_secs_f64());
             eprintln!("cuzk: {all:.3?} (witness {w:.3?})");
         }
         drop(prover); // the device copies
         drop(pce);
 
+        if let Some(dir) = &args.save {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let t = Instant::now();
+            cuzk_groth16_cuda::write_params(&dir.join(PARAMS_FILE), &params)?;
+            setup.push(once(
+                &prefix,
+                "params_write",
+                t.elapsed().as_secs_f64(),
+                format!(
+                    "the parameters written for the peer, {:.1} GB",
+                    file_gb(&dir.join(PARAMS_FILE))
+                ),
+            ));
+            saved.setup = setup;
+            saved.write(dir)?;
+            let mut all = saved.setup.clone();
+            all.extend(results(&prefix, &saved, &[], &[], &[], true));
+            all.push(peak_rss(&prefix, "cuzk's side"));
+            report.write(&all, &[])?;
+            println!("{}", serde_json::to_string_pretty(&report.json(&all, &[]))?);
+            return Ok(());
+        }
+
         let t = Instant::now();
         let peer = peer::Peer::load(params, self.workdir)?;
-        once(
+        setup.push(once(
+            &prefix,
             "peer_load",
             t.elapsed().as_secs_f64(),
             format!(
@@ -263,86 +305,226 @@ impl PartitionsVisitor for Partition<'_> {
                  read into its SRS; it reads on in the background into its first proof)",
                 peer::NAME
             ),
-        );
-        let rss_before_peer = peak_rss_gib();
-
-        let (mut theirs, mut their_synth, mut their_prove) = (Vec::new(), Vec::new(), Vec::new());
-        let mut identical = true;
-        let results = |theirs: &[f64], synth: &[f64], prove: &[f64], identical: bool| {
-            let mut v = setup.clone();
-            v.extend(self_results(
-                &prefix,
-                (&witness_s, &prove_s, &total_s),
-                (theirs, synth, prove),
-                identical,
-            ));
-            v
-        };
-        for (i, &(r, s)) in rs.iter().take(args.peer_runs).enumerate() {
-            bellperson_log::reset();
-            let t = Instant::now();
-            let proof = peer.prove(circuit.clone(), r, s)?;
-            let all = t.elapsed().as_secs_f64();
-            let synth = bellperson_log::synthesized_after(t).unwrap_or(f64::NAN);
-            let same = proof_bytes(&proof) == ours[i];
-            identical &= same;
-            theirs.push(all);
-            their_synth.push(synth);
-            their_prove.push(all - synth);
-            eprintln!(
-                "{}: {all:.3} s (synthesis {synth:.3} s), byte-identical: {same}",
-                peer::NAME
-            );
-            report.write(
-                &results(&theirs, &their_synth, &their_prove, identical),
-                &[],
-            )?;
-        }
-        let mut all = results(&theirs, &their_synth, &their_prove, identical);
-        all.push(json!({
-            "name": format!("{prefix}/peak_rss"),
-            "unit": "GiB",
-            "median": peak_rss_gib(), "min": peak_rss_gib(), "max": peak_rss_gib(), "runs": 1,
-            "notes": format!(
-                "this process's VmHWM at the end ({rss_before_peer:.1} GiB before the peer's \
-                 first proof)"
-            ),
-        }));
-        report.write(&all, &[])?;
-        println!("{}", serde_json::to_string_pretty(&report.json(&all, &[]))?);
-        if !identical {
-            bail!("the proofs differ from {}'s", peer::NAME);
-        }
-        Ok(())
+        ));
+        peer_side(&report, &prefix, &peer, circuit, &saved, setup, args)
     }
 }
 
-/// The result entries of both sides.
-fn self_results(
+impl Partition<'_> {
+    fn report(&self, gpu_name: &str) -> Report {
+        Report {
+            head: json!({
+                "revision": self.args.revision,
+                "date": common::today(),
+                "machine": common::machine(gpu_name, json!({})),
+                "command": self.args.command,
+            }),
+            out: self.args.out.clone(),
+        }
+    }
+}
+
+/// The parameter file of a run in two processes.
+const PARAMS_FILE: &str = "peer.params";
+
+fn file_gb(path: &Path) -> f64 {
+    std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e9)
+}
+
+/// One setup step's result entry.
+fn once(prefix: &str, what: &str, seconds: f64, notes: String) -> Value {
+    eprintln!("{what}: {seconds:.3} s ({notes})");
+    result(
+        format!("{prefix}/setup/{what}"),
+        &[seconds],
+        json!({ "notes": notes }),
+    )
+}
+
+fn peak_rss(prefix: &str, what: &str) -> Value {
+    let gib = peak_rss_gib();
+    json!({
+        "name": format!("{prefix}/peak_rss"),
+        "unit": "GiB",
+        "median": gib, "min": gib, "max": gib, "runs": 1,
+        "notes": format!("the VmHWM of {what}'s process at its end"),
+    })
+}
+
+/// cuzk's side of a run: what the peer's side needs and reports.
+struct Saved {
+    gpu: String,
+    setup: Vec<Value>,
+    rs: Vec<(Scalar, Scalar)>,
+    proofs: Vec<Vec<u8>>,
+    witness: Vec<f64>,
+    prove: Vec<f64>,
+    total: Vec<f64>,
+}
+
+const SAVED_FILE: &str = "cuzk.json";
+
+impl Saved {
+    fn write(&self, dir: &Path) -> Result<()> {
+        let doc = json!({
+            "gpu": self.gpu,
+            "setup": self.setup,
+            "rs": self.rs.iter().map(|(r, s)| [hex(&r.to_bytes_le()), hex(&s.to_bytes_le())])
+                .collect::<Vec<_>>(),
+            "proofs": self.proofs.iter().map(|p| hex(p)).collect::<Vec<_>>(),
+            "witness": self.witness,
+            "prove": self.prove,
+            "total": self.total,
+        });
+        let path = dir.join(SAVED_FILE);
+        std::fs::write(&path, serde_json::to_vec_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))
+    }
+
+    fn read(dir: &Path) -> Result<Saved> {
+        let path = dir.join(SAVED_FILE);
+        let doc: Value = serde_json::from_slice(
+            &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+        )
+        .with_context(|| format!("parsing {}", path.display()))?;
+        let bad = || format!("{} is not what --save writes", path.display());
+        let scalar = |v: &Value| -> Result<Scalar> {
+            let bytes: [u8; 32] = unhex(v.as_str().with_context(bad)?)
+                .with_context(bad)?
+                .try_into()
+                .ok()
+                .with_context(bad)?;
+            Option::from(Scalar::from_bytes_le(&bytes)).with_context(bad)
+        };
+        let floats = |key: &str| -> Result<Vec<f64>> {
+            doc[key]
+                .as_array()
+                .with_context(bad)?
+                .iter()
+                .map(|v| v.as_f64().with_context(bad))
+                .collect()
+        };
+        Ok(Saved {
+            gpu: doc["gpu"].as_str().with_context(bad)?.to_owned(),
+            setup: doc["setup"].as_array().with_context(bad)?.clone(),
+            rs: doc["rs"]
+                .as_array()
+                .with_context(bad)?
+                .iter()
+                .map(|pair| Ok((scalar(&pair[0])?, scalar(&pair[1])?)))
+                .collect::<Result<_>>()?,
+            proofs: doc["proofs"]
+                .as_array()
+                .with_context(bad)?
+                .iter()
+                .map(|p| unhex(p.as_str().with_context(bad)?).with_context(bad))
+                .collect::<Result<_>>()?,
+            witness: floats("witness")?,
+            prove: floats("prove")?,
+            total: floats("total")?,
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The peer's proofs with cuzk's r and s, compared with cuzk's bytes; the
+/// report rewritten after each.
+fn peer_side<C: Circuit<Scalar> + Clone + Send>(
+    report: &Report,
     prefix: &str,
-    (witness, prove, total): (&[f64], &[f64], &[f64]),
-    (theirs, synth, their_prove): (&[f64], &[f64], &[f64]),
+    peer: &peer::Peer,
+    circuit: C,
+    saved: &Saved,
+    setup: Vec<Value>,
+    args: &Args,
+) -> Result<()> {
+    let (mut theirs, mut synth, mut prove) = (Vec::new(), Vec::new(), Vec::new());
+    let mut identical = true;
+    let entries = |theirs: &[f64], synth: &[f64], prove: &[f64], identical: bool| {
+        let mut v = setup.clone();
+        v.extend(results(prefix, saved, theirs, synth, prove, identical));
+        v
+    };
+    let runs = args.peer_runs.min(saved.rs.len());
+    for (i, &(r, s)) in saved.rs.iter().take(runs).enumerate() {
+        bellperson_log::reset();
+        let t = Instant::now();
+        let proof = peer.prove(circuit.clone(), r, s)?;
+        let all = t.elapsed().as_secs_f64();
+        let syn = bellperson_log::synthesized_after(t).unwrap_or(f64::NAN);
+        let same = proof_bytes(&proof) == saved.proofs[i];
+        identical &= same;
+        theirs.push(all);
+        synth.push(syn);
+        prove.push(all - syn);
+        eprintln!(
+            "{}: {all:.3} s (synthesis {syn:.3} s), byte-identical: {same}",
+            peer::NAME
+        );
+        report.write(&entries(&theirs, &synth, &prove, identical), &[])?;
+    }
+    let mut all = entries(&theirs, &synth, &prove, identical);
+    all.push(peak_rss(
+        prefix,
+        if args.peer_from.is_some() {
+            "the peer's side"
+        } else {
+            "both sides"
+        },
+    ));
+    report.write(&all, &[])?;
+    println!("{}", serde_json::to_string_pretty(&report.json(&all, &[]))?);
+    if !identical {
+        bail!("the proofs differ from {}'s", peer::NAME);
+    }
+    Ok(())
+}
+
+/// The result entries of both sides (cuzk's alone while `theirs` is empty).
+fn results(
+    prefix: &str,
+    saved: &Saved,
+    theirs: &[f64],
+    synth: &[f64],
+    their_prove: &[f64],
     identical: bool,
 ) -> Vec<Value> {
     let mut v = vec![
-        result(format!("{prefix}/cuzk/witness"), witness, json!({})),
+        result(format!("{prefix}/cuzk/witness"), &saved.witness, json!({})),
         result(
             format!("{prefix}/cuzk/prove"),
-            prove,
+            &saved.prove,
             json!({"notes": "parameters resident on the GPU (uploaded in the warm-up)"}),
         ),
     ];
     if theirs.is_empty() {
-        v.push(result(format!("{prefix}/cuzk/total"), total, json!({})));
+        v.push(result(
+            format!("{prefix}/cuzk/total"),
+            &saved.total,
+            json!({}),
+        ));
         return v;
     }
     let median = Stat::of(theirs.to_vec()).median;
     v.push(result(
         format!("{prefix}/cuzk/total"),
-        total,
+        &saved.total,
         json!({
             "baseline": {"name": peer::NAME, "median": median, "runs": theirs.len()},
-            "ratio_vs_baseline": median / Stat::of(total.to_vec()).median,
+            "ratio_vs_baseline": median / Stat::of(saved.total.clone()).median,
             "byte_identical_to_baseline": identical,
             "notes": "witness + prove; fake parameters, the same for both provers, same r and s",
         }),

@@ -27,12 +27,17 @@
 //!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR] [--out FILE]
 //! cuzk-peers <rev> <command> --seal-proof StackedDrg32GiBV1_1 [--partition 0] [--seed 1]
 //!     [--runs 2] [--peer-runs 1] [--workdir DIR] [--out FILE] [--cpu]
+//!     [--save DIR | --peer-from DIR]
 //! ```
 //! Writes the bench-data JSON (area `peers`) to stdout at the end, and with
 //! `--out` also to FILE after every peer proof (so a run cut short by a
 //! time limit keeps what it measured); progress to stderr. `--cpu` proves
 //! cuzk's side on its CPU prover (a Filecoin partition only: to check the
-//! tool where there is no GPU).
+//! tool where there is no GPU). `--save DIR` stops after cuzk's side,
+//! leaving its proofs, r, s and results and the parameter file in DIR; a
+//! second process with the same arguments and `--peer-from DIR` runs the
+//! peer's side from them and reports both (each side then has a process,
+//! and a time limit, of its own).
 
 // The benchmark examples' run facts and result entries, shared by path.
 #[path = "../../groth16-cuda/examples/common/mod.rs"]
@@ -73,6 +78,11 @@ mod peer {
             Ok(Peer(params))
         }
 
+        /// From a parameter file (bellperson's layout).
+        pub fn open(file: &Path) -> Result<Self> {
+            Ok(Peer(Arc::new(cuzk_groth16_cuda::read_params(file, false)?)))
+        }
+
         pub fn prove<C: Circuit<Scalar> + Send>(
             &self,
             circuit: C,
@@ -104,10 +114,16 @@ mod peer {
             let file = dir.join("peer.params");
             cuzk_groth16_cuda::write_params(&file, &params)?;
             drop(params);
-            let srs = SuprasealParameters::new(file.clone())
-                .with_context(|| format!("SupraSeal reading {}", file.display()));
+            let srs = Self::open(&file);
             std::fs::remove_file(&file).ok();
-            Ok(Peer(srs?))
+            srs
+        }
+
+        /// From a parameter file (bellperson's layout), read by SupraSeal.
+        pub fn open(file: &Path) -> Result<Self> {
+            let srs = SuprasealParameters::new(file.to_owned())
+                .with_context(|| format!("SupraSeal reading {}", file.display()))?;
+            Ok(Peer(srs))
         }
 
         pub fn prove<C: Circuit<Scalar> + Send>(
@@ -140,6 +156,11 @@ struct Args {
     partition: usize,
     /// cuzk's side on its CPU prover (no GPU needed; to check the tool).
     cpu: bool,
+    /// A Filecoin partition in two processes: cuzk's side saves its proofs
+    /// and the parameter file here (`--save`), the peer's reads them
+    /// (`--peer-from`).
+    save: Option<PathBuf>,
+    peer_from: Option<PathBuf>,
 }
 
 fn args() -> Result<Args> {
@@ -159,6 +180,8 @@ fn args() -> Result<Args> {
         sectors: None,
         partition: 0,
         cpu: false,
+        save: None,
+        peer_from: None,
     };
     while let Some(flag) = it.next() {
         if flag == "--cpu" {
@@ -173,6 +196,8 @@ fn args() -> Result<Args> {
             "--seed" => a.seed = value.parse().context("--seed takes a number")?,
             "--sectors" => a.sectors = Some(value.parse().context("--sectors takes a count")?),
             "--partition" => a.partition = value.parse().context("--partition takes an index")?,
+            "--save" => a.save = Some(value.into()),
+            "--peer-from" => a.peer_from = Some(value.into()),
             "--sizes" => {
                 a.sizes = value
                     .split(',')
@@ -190,8 +215,14 @@ fn args() -> Result<Args> {
     if a.runs == 0 || a.peer_runs == 0 || a.peer_runs > a.runs {
         bail!("need 1 <= --peer-runs <= --runs");
     }
-    if a.cpu && a.filecoin.is_none() {
-        bail!("--cpu is for a Filecoin partition (--seal-proof, --update-proof, --post-proof)");
+    if a.filecoin.is_none() && (a.cpu || a.save.is_some() || a.peer_from.is_some()) {
+        bail!(
+            "--cpu, --save and --peer-from are for a Filecoin partition \
+             (--seal-proof, --update-proof, --post-proof)"
+        );
+    }
+    if a.save.is_some() && a.peer_from.is_some() {
+        bail!("--save is cuzk's half of a run, --peer-from the peer's: one at a time");
     }
     Ok(a)
 }

@@ -14,9 +14,11 @@
 //! goes back as the part ends ([`GatePass::part_done`]), not when its whole
 //! witness ends.
 //!
-//! A caller may also pace its witnesses ([`with_pacer`]): when a witness's
-//! turn has come and the parts fit, the gate asks the caller's [`Pacer`] too,
-//! and waits while it says no. cuzk's engine uses that to stop witnesses
+//! A caller may also pace its witnesses ([`with_pacer`]): before a witness
+//! takes its place in line, the gate asks the caller's [`Pacer`], and waits
+//! while it says no; a witness held back that way holds back nobody behind
+//! it (another caller's pacer, or another priority class, may have room).
+//! cuzk's engine uses that to stop witnesses
 //! from being made far ahead of the GPU that proves them (each finished one
 //! waits whole in host memory): its pacer says yes only while fewer than
 //! `synthesis_ahead` partitions are admitted or finished and not yet taken
@@ -29,11 +31,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-/// Asked by the gate, on the caller's thread, when the caller's witness
-/// could enter: true admits it (and is the pacer's cue to count it), false
-/// keeps it waiting (asked again after [`PartsGate::wake`] or
-/// [`PACER_POLL`]). Later witnesses wait behind it: the gate serves in
-/// order.
+/// Asked by the gate, on the caller's thread, before the caller's witness
+/// takes its place in line: true lets it in line (and is the pacer's cue to
+/// count it), false keeps it out (asked again after [`PartsGate::wake`] or
+/// [`PACER_POLL`]) while witnesses that come later go ahead of it.
 pub trait Pacer {
     fn try_admit(&self) -> bool;
 }
@@ -111,31 +112,26 @@ impl PartsGate {
         self.bound
     }
 
-    /// Waits for this caller's turn (callers are served in the order they
-    /// called), for the running parts to be under the bound and for this
-    /// thread's [`Pacer`] (if any, see [`with_pacer`]) to admit it, then
-    /// admits `parts` more.
+    /// Waits for this thread's [`Pacer`] (if any, see [`with_pacer`]) to
+    /// let the caller in line, then for its turn (callers in line are served
+    /// in the order they got there) and for the running parts to be under
+    /// the bound, then admits `parts` more.
     pub fn enter(&self, parts: usize) -> GatePass<'_> {
         let pacer = PACER.with(|p| p.borrow().clone());
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pacer) = &pacer {
+            while !pacer.try_admit() {
+                st = self
+                    .turn
+                    .wait_timeout(st, PACER_POLL)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         let ticket = st.next;
         st.next += 1;
-        loop {
-            if st.serving == ticket && st.parts < self.bound {
-                match &pacer {
-                    None => break,
-                    Some(p) if p.try_admit() => break,
-                    Some(_) => {
-                        st = self
-                            .turn
-                            .wait_timeout(st, PACER_POLL)
-                            .unwrap_or_else(|p| p.into_inner())
-                            .0;
-                    }
-                }
-            } else {
-                st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
-            }
+        while st.serving != ticket || st.parts >= self.bound {
+            st = self.turn.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.serving += 1;
         st.parts += parts;
@@ -273,59 +269,60 @@ mod tests {
     /// Says yes once `open` is set, and counts the times it was asked.
     struct Flag {
         open: Arc<std::sync::atomic::AtomicBool>,
-        asked: std::cell::Cell<usize>,
+        asked: Arc<AtomicUsize>,
     }
 
     impl Pacer for Flag {
         fn try_admit(&self) -> bool {
-            self.asked.set(self.asked.get() + 1);
+            self.asked.fetch_add(1, Ordering::SeqCst);
             self.open.load(Ordering::SeqCst)
         }
     }
 
     #[test]
-    fn a_pacer_holds_its_witness_and_those_behind_it_until_it_admits() {
+    fn a_pacer_holds_back_its_witness_and_nobody_behind_it() {
         let gate = Arc::new(PartsGate::new(8));
         let open = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let asked = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = mpsc::channel();
-        let (g, o, t) = (Arc::clone(&gate), Arc::clone(&open), tx.clone());
+        let (g, t) = (Arc::clone(&gate), tx.clone());
+        let flag = Flag {
+            open: Arc::clone(&open),
+            asked: Arc::clone(&asked),
+        };
         let paced = thread::spawn(move || {
-            let flag = Rc::new(Flag {
-                open: o,
-                asked: std::cell::Cell::new(0),
-            });
-            let asked = with_pacer(Rc::clone(&flag) as Rc<dyn Pacer>, || {
-                // The whole bound: the witness behind cannot get in (and
-                // send) before this one has sent and let go.
-                let _pass = g.enter(8);
+            with_pacer(Rc::new(flag), || {
+                let _pass = g.enter(2);
                 t.send("paced").unwrap();
-                flag.asked.get()
             });
             // The pacer is gone after `with_pacer`: no more asking.
             let _pass = g.enter(1);
-            (asked, flag.asked.get())
         });
-        while gate.state.lock().unwrap().next != 1 {
+        // Asked and said no: the witness waits out of line (no ticket).
+        while asked.load(Ordering::SeqCst) == 0 {
             thread::yield_now();
         }
-        // Behind the paced witness: waits although the parts would fit.
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        assert_eq!(gate.state.lock().unwrap().next, 0);
+        // A witness that comes later (no pacer) goes ahead of it.
         let g = Arc::clone(&gate);
-        let behind = thread::spawn(move || {
+        let later = thread::spawn(move || {
             let _pass = g.enter(1);
-            tx.send("behind").unwrap();
+            tx.send("later").unwrap();
         });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "later");
+        later.join().unwrap();
         assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
         assert_eq!(gate.running(), 0);
+        // Asked again by its polls while it waited.
+        assert!(asked.load(Ordering::SeqCst) >= 2);
         open.store(true, Ordering::SeqCst);
         gate.wake();
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "paced");
-        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "behind");
-        let (asked, after) = paced.join().unwrap();
-        behind.join().unwrap();
-        // Asked when its turn came, again after polls or the wake, and not
-        // once the pacer was gone.
-        assert!(asked >= 2, "asked {asked} times");
-        assert_eq!(asked, after);
+        let before = asked.load(Ordering::SeqCst);
+        paced.join().unwrap();
+        // Not asked once the pacer was gone.
+        assert_eq!(asked.load(Ordering::SeqCst), before);
         assert_eq!(gate.running(), 0);
         // Without a pacer on this thread, straight in.
         let _pass = gate.enter(1);
