@@ -670,10 +670,10 @@ impl ProvingEngine for CurioService {
             .iter()
             .find(|r| r.id == id)
             .map_or(0, |r| r.bytes);
-        let was_loaded = self
-            .daemon
-            .engine
-            .evict_params(&params)
+        // Off the async threads: freeing a GPU's copy waits for the device.
+        let daemon = Arc::clone(&self.daemon);
+        let was_loaded = blocking(move || daemon.engine.evict_params(&params))
+            .await?
             .map_err(|e| self.refuse(super::request::status_of(&e)))?;
         Ok(Response::new(pb::EvictSrsResponse {
             was_loaded,

@@ -248,13 +248,14 @@ impl Cuzk for Service {
             request::resolve_params(&self.0.config, req.get_ref().params.as_ref())
                 .map_err(|s| self.refuse(s))?
                 .params;
-        let removed = self
-            .0
-            .engine
-            .evict_params(&params)
+        // Off the async threads: freeing a GPU's copy waits for the device.
+        let daemon = Arc::clone(&self.0);
+        let id = params.to_string();
+        let removed = blocking(move || daemon.engine.evict_params(&params))
+            .await?
             .map_err(|e| self.refuse(status_of(&e)))?;
         Ok(Response::new(proto::ParamsReply {
-            id: params.to_string(),
+            id,
             was_resident: removed,
         }))
     }
