@@ -309,7 +309,12 @@ impl GpuProver {
             ParamsPlacement::Streamed => return Ok(None),
             ParamsPlacement::Auto => {
                 let (free, _) = self.gpu.mem_info()?;
-                if need.saturating_add(self.two_partitions_bytes(pce)) > free {
+                // Asked in a partition's kernel region: its staged buffers
+                // are allocated, `free` has lost them already. (The shared
+                // scratch and twiddles may be held already too and are
+                // still counted: cautious.)
+                let beside = self.two_partitions_bytes(pce) - staged_bytes(pce);
+                if need.saturating_add(beside) > free {
                     tracing::warn!(
                         gpu = self.gpu.ordinal(),
                         need,
@@ -494,7 +499,6 @@ impl GpuProver {
     }
 }
 
-/// Bytes prepare allocates: a, b, c over the domain and the witness.
 impl GpuProver {
     /// Device memory two partitions of `pce`'s shape need at once (both
     /// workers of a GPU), beside the parameter set and the PCE: each its
@@ -505,12 +509,12 @@ impl GpuProver {
     /// 47 GB set was streamed on an H200 (17-18 s per partition against
     /// 5.1-5.3 s with it resident).
     fn two_partitions_bytes(&self, pce: &Pce) -> u64 {
-        let m = pce.domain_size();
-        let vars = pce.num_inputs + pce.num_aux;
-        2 * staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars))
+        // device_bytes: one partition's staged buffers and the shared part.
+        self.device_bytes(pce) + staged_bytes(pce)
     }
 }
 
+/// Bytes prepare allocates: a, b, c over the domain and the witness.
 fn staged_bytes(pce: &Pce) -> u64 {
     (3 * pce.domain_size() as u64 + (pce.num_inputs + pce.num_aux) as u64) * 32
 }

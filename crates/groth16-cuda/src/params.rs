@@ -387,8 +387,15 @@ mod tests {
             let params = crate::fake::fake_params(&pce, seed);
             let mut theirs = Vec::new();
             params.write(&mut theirs).unwrap();
+            // Two threads: porep:17's h and l queries span several batches
+            // of chunks whatever the machine.
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
             let mut ours = Vec::new();
-            write_params_to(&mut ours, &params).unwrap();
+            pool.install(|| write_params_to(&mut ours, &params))
+                .unwrap();
             assert_eq!(ours.len(), theirs.len(), "{spec}");
             assert!(ours == theirs, "{spec}: the bytes differ");
         }

@@ -168,6 +168,15 @@ impl PartitionsVisitor for Partition<'_> {
         let prefix = format!("peers/{}/partition{k}", self.name);
         if let Some(dir) = &args.peer_from {
             let saved = Saved::read(dir)?;
+            if saved.run != self.run_id() {
+                bail!(
+                    "{} was saved for {:?}; these arguments ask for {:?} (the same proof, \
+                     seed, partition and sectors as the --save run are needed)",
+                    dir.display(),
+                    saved.run,
+                    self.run_id()
+                );
+            }
             let report = self.report(&saved.gpu);
             let mut setup = saved.setup.clone();
             let t = Instant::now();
@@ -247,6 +256,7 @@ impl PartitionsVisitor for Partition<'_> {
 
         let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ ((k as u64) << 32));
         let mut saved = Saved {
+            run: self.run_id(),
             gpu: gpu_name,
             setup: Vec::new(),
             rs: (0..args.runs)
@@ -311,6 +321,15 @@ impl PartitionsVisitor for Partition<'_> {
 }
 
 impl Partition<'_> {
+    /// What a `--save` run proved, which a `--peer-from` run must match.
+    fn run_id(&self) -> String {
+        let a = self.args;
+        format!(
+            "{} partition {} seed {} sectors {:?}",
+            self.name, a.partition, a.seed, a.sectors
+        )
+    }
+
     fn report(&self, gpu_name: &str) -> Report {
         Report {
             head: json!({
@@ -353,6 +372,8 @@ fn peak_rss(prefix: &str, what: &str) -> Value {
 
 /// cuzk's side of a run: what the peer's side needs and reports.
 struct Saved {
+    /// [`Partition::run_id`] of the run that saved it.
+    run: String,
     gpu: String,
     setup: Vec<Value>,
     rs: Vec<(Scalar, Scalar)>,
@@ -367,6 +388,7 @@ const SAVED_FILE: &str = "cuzk.json";
 impl Saved {
     fn write(&self, dir: &Path) -> Result<()> {
         let doc = json!({
+            "run": self.run,
             "gpu": self.gpu,
             "setup": self.setup,
             "rs": self.rs.iter().map(|(r, s)| [hex(&r.to_bytes_le()), hex(&s.to_bytes_le())])
@@ -404,7 +426,8 @@ impl Saved {
                 .map(|v| v.as_f64().with_context(bad))
                 .collect()
         };
-        Ok(Saved {
+        let saved = Saved {
+            run: doc["run"].as_str().with_context(bad)?.to_owned(),
             gpu: doc["gpu"].as_str().with_context(bad)?.to_owned(),
             setup: doc["setup"].as_array().with_context(bad)?.clone(),
             rs: doc["rs"]
@@ -422,7 +445,18 @@ impl Saved {
             witness: floats("witness")?,
             prove: floats("prove")?,
             total: floats("total")?,
-        })
+        };
+        let n = saved.rs.len();
+        let lens = [
+            saved.proofs.len(),
+            saved.witness.len(),
+            saved.prove.len(),
+            saved.total.len(),
+        ];
+        if n == 0 || lens.iter().any(|&l| l != n) {
+            bail!("{}: runs of unequal or zero count", bad());
+        }
+        Ok(saved)
     }
 }
 
@@ -537,7 +571,8 @@ fn results(
     v.push(result(
         format!("{prefix}/{}/synthesis", peer::NAME),
         synth,
-        json!({"notes": "from the call to bellperson's \"starting proof timer\" log line"}),
+        json!({"notes": "from the call to bellperson's \"starting proof timer\" log line \
+                         (null where the line never came)"}),
     ));
     v.push(result(
         format!("{prefix}/{}/prove", peer::NAME),
