@@ -1,16 +1,16 @@
 //! `synthesis_ahead`: partitions whose witness is made in parallel parts
-//! (through [`cuzk_synth::PartsGate`], as PoRep's is) that are admitted to
-//! synthesis, or finished and not yet taken by a GPU worker, by priority
-//! class.
+//! (through [`cuzk_synth::PartsGate`], as PoRep's is) that are in the
+//! gate's line, running, or finished and not yet taken by a GPU worker, by
+//! priority class.
 //!
 //! Such a witness uses every core and is made faster than the GPU proves it
 //! (a 32 GiB PoRep partition: about 1.3 s on 16 cores against about 4 s of
 //! GPU); without a limit every synthesis thread's witness ended up finished
 //! and waiting, whole, in host memory (111 GiB peak for two 32 GiB C2s). The
-//! engine runs each witness with a [`Pacing`] pacer: the gate admits the
-//! witness only while fewer than `synthesis_ahead` partitions of its class
-//! or above are counted, and counts it from then on ([`ReadySlot`]) until a
-//! worker starts its prep or it is dropped unproved. A witness made on one
+//! engine runs each witness with a [`Pacing`] pacer: the gate lets the
+//! witness into its line only while fewer than `synthesis_ahead` partitions
+//! of its class or above are counted, and counts it from then on
+//! ([`ReadySlot`]) until a worker starts its prep or it is dropped unproved. A witness made on one
 //! thread never enters the gate and is not counted: many of those at once
 //! are what keeps a GPU busy (the dispatch bound and the memory budget bound
 //! them).
