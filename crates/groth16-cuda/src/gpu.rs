@@ -497,9 +497,7 @@ impl GpuProver {
         }
         Ok(Staged::new(GpuStaged { a, b, c, w }))
     }
-}
 
-impl GpuProver {
     /// Device memory two partitions of `pce`'s shape need at once (both
     /// workers of a GPU), beside the parameter set and the PCE: each its
     /// own staged buffers, and once for both what the prover keeps and

@@ -18,9 +18,9 @@
 //! takes its place in line, the gate asks the caller's [`Pacer`], and waits
 //! while it says no; a witness held back that way holds back nobody behind
 //! it (another caller's pacer, or another priority class, may have room).
-//! cuzk's engine uses that to stop witnesses
-//! from being made far ahead of the GPU that proves them (each finished one
-//! waits whole in host memory): its pacer says yes only while fewer than
+//! cuzk's engine uses that to stop witnesses from being made far ahead of
+//! the GPU that proves them (each finished one waits whole in host memory):
+//! its pacer says yes only while fewer than
 //! `synthesis_ahead` partitions are admitted or finished and not yet taken
 //! by a GPU worker, and wakes the gate ([`PartsGate::wake`]) when a worker
 //! takes one.
