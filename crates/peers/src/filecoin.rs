@@ -33,9 +33,11 @@ use cuzk_filecoin::{
     C1Output, Partitions, PartitionsVisitor, PostProof, SealProof, UpdateInput, UpdateProof,
     synthetic,
 };
+use cuzk_groth16_cuda::cuda::Gpu;
 use cuzk_groth16_cuda::fake::fake_params;
 use cuzk_groth16_cuda::{
     AbcInput, CpuProver, GpuOptions, GpuProver, ParamsPlacement, Prover, ProverInput,
+    params_device_bytes,
 };
 use cuzk_synth::Pce;
 use ff::Field;
@@ -131,20 +133,25 @@ struct Partition<'a> {
     workdir: &'a Path,
 }
 
-/// cuzk's prover: the GPU, or its CPU prover under `--cpu`.
-fn open_prover(cpu: bool) -> Result<(Box<dyn Prover>, String)> {
+/// cuzk's prover: the GPU (its device, to read its memory), or its CPU
+/// prover under `--cpu`.
+fn open_prover(
+    cpu: bool,
+    placement: ParamsPlacement,
+) -> Result<(Box<dyn Prover>, String, Option<Arc<Gpu>>)> {
     if cpu {
-        return Ok((Box::new(CpuProver), "none (cuzk's CPU prover)".into()));
+        return Ok((Box::new(CpuProver), "none (cuzk's CPU prover)".into(), None));
     }
     let options = GpuOptions {
-        params: ParamsPlacement::Resident,
+        params: placement,
         ..GpuOptions::default()
     };
     let gpu = GpuProver::with_options(0, options).context(
         "cuzk's side of the comparison needs a GPU (--cpu runs it on cuzk's CPU prover)",
     )?;
     let name = gpu.gpu().name().to_owned();
-    Ok((Box::new(gpu), name))
+    let device = gpu.gpu().clone();
+    Ok((Box::new(gpu), name, Some(device)))
 }
 
 impl PartitionsVisitor for Partition<'_> {
@@ -180,21 +187,26 @@ impl PartitionsVisitor for Partition<'_> {
             let report = self.report(&saved.gpu);
             let mut setup = saved.setup.clone();
             let t = Instant::now();
-            let peer = peer::Peer::open(&dir.join(PARAMS_FILE))?;
+            let file = dir.join(PARAMS_FILE);
+            let peer = peer::Peer::open(&file)?;
+            if args.remove_params {
+                std::fs::remove_file(&file)
+                    .with_context(|| format!("removing {}", file.display()))?;
+            }
             setup.push(once(
                 &prefix,
                 "peer_load",
                 t.elapsed().as_secs_f64(),
                 format!(
-                    "{}: the parameter file cuzk's side wrote, opened (SupraSeal reads it into \
-                     its SRS in the background, into its first proof)",
+                    "{}: the parameter file cuzk's side wrote, read (SupraSeal: into its \
+                     pinned SRS, waited for)",
                     peer::NAME
                 ),
             ));
             return peer_side(&report, &prefix, &peer, circuit, &saved, setup, args);
         }
 
-        let (prover, gpu_name) = open_prover(args.cpu)?;
+        let (prover, gpu_name, device) = open_prover(args.cpu, args.placement)?;
         eprintln!("cuzk on {gpu_name}; peer: {}", peer::NAME);
         let report = self.report(&gpu_name);
         let mut setup = Vec::new();
@@ -253,6 +265,23 @@ impl PartitionsVisitor for Partition<'_> {
             t.elapsed().as_secs_f64(),
             "one proof: witness, parameters uploaded, the prover's first use".into(),
         ));
+        if let Some(device) = &device {
+            let (free, total) = device.mem_info()?;
+            let gib = (total - free) as f64 / GIB;
+            let notes = format!(
+                "cuMemGetInfo's total less free after the warm-up proof, placement {:?} \
+                 (the parameters take {:.1} GiB when resident)",
+                args.placement,
+                params_device_bytes(&params) as f64 / GIB
+            );
+            eprintln!("device memory in use: {gib:.1} GiB ({notes})");
+            setup.push(json!({
+                "name": format!("{prefix}/device_used_after_warm_up"),
+                "unit": "GiB",
+                "median": gib, "min": gib, "max": gib, "runs": 1,
+                "notes": notes,
+            }));
+        }
 
         let mut rng = ChaCha20Rng::seed_from_u64(args.seed ^ ((k as u64) << 32));
         let mut saved = Saved {
@@ -345,6 +374,8 @@ impl Partition<'_> {
 
 /// The parameter file of a run in two processes.
 const PARAMS_FILE: &str = "peer.params";
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 fn file_gb(path: &Path) -> f64 {
     std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e9)

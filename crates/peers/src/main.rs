@@ -27,7 +27,8 @@
 //!     [--sizes 20,22] [--runs 3] [--peer-runs 2] [--workdir DIR] [--out FILE]
 //! cuzk-peers <rev> <command> --seal-proof StackedDrg32GiBV1_1 [--partition 0] [--seed 1]
 //!     [--runs 2] [--peer-runs 1] [--workdir DIR] [--out FILE] [--cpu]
-//!     [--save DIR | --peer-from DIR]
+//!     [--save DIR | --peer-from DIR [--remove-params]]
+//!     [--placement auto|resident|streamed]
 //! ```
 //! Writes the bench-data JSON (area `peers`) to stdout at the end, and with
 //! `--out` also to FILE after every peer proof (so a run cut short by a
@@ -37,7 +38,12 @@
 //! leaving its proofs, r, s and results and the parameter file in DIR; a
 //! second process with the same arguments and `--peer-from DIR` runs the
 //! peer's side from them and reports both (each side then has a process,
-//! and a time limit, of its own).
+//! and a time limit, of its own); `--remove-params` then removes the
+//! parameter file once the peer has read it. `--placement` is where cuzk keeps a
+//! Filecoin partition's parameters on the GPU (`ParamsPlacement`; `auto`,
+//! the default, is what the engine does); the device memory in use after
+//! the warm-up proof is reported beside the parameters' size, which shows
+//! what `auto` chose.
 
 // The benchmark examples' run facts and result entries, shared by path.
 #[path = "../../groth16-cuda/examples/common/mod.rs"]
@@ -55,7 +61,7 @@ use bellperson::Circuit;
 use bellperson::groth16::{Parameters, Proof};
 use blstrs::Scalar;
 use cuzk_groth16_cuda::fake::fake_params;
-use cuzk_groth16_cuda::{AbcInput, Bls12, GpuProver, Prover, ProverInput};
+use cuzk_groth16_cuda::{AbcInput, Bls12, GpuProver, ParamsPlacement, Prover, ProverInput};
 use cuzk_synth::circuits::CircuitSpec;
 use cuzk_synth::{Pce, Witness};
 use ff::Field;
@@ -107,9 +113,7 @@ mod peer {
     impl Peer {
         /// Writes the parameters to a file in `dir`, lets go of them (the
         /// memory is freed when this was the last holder), and has SupraSeal
-        /// read the file; the file is removed once opened (SupraSeal maps
-        /// it and reads on in the background; its first proof waits for the
-        /// read to finish).
+        /// read the file; the file is removed once read.
         pub fn load(params: Arc<Parameters<Bls12>>, dir: &Path) -> Result<Self> {
             let file = dir.join("peer.params");
             cuzk_groth16_cuda::write_params(&file, &params)?;
@@ -119,10 +123,14 @@ mod peer {
             srs
         }
 
-        /// From a parameter file (bellperson's layout), read by SupraSeal.
+        /// From a parameter file (bellperson's layout), read by SupraSeal:
+        /// returns once SupraSeal has read all of it into its own (pinned)
+        /// memory, so the read is timed here and not inside the first
+        /// proof, and the file may be removed.
         pub fn open(file: &Path) -> Result<Self> {
             let srs = SuprasealParameters::new(file.to_owned())
                 .with_context(|| format!("SupraSeal reading {}", file.display()))?;
+            wait_unmapped(file)?;
             Ok(Peer(srs))
         }
 
@@ -137,6 +145,23 @@ mod peer {
                 _,
                 &SuprasealParameters<Bls12>,
             >(circuit, &self.0, r, s)?)
+        }
+    }
+
+    /// SupraSeal maps the file and unmaps it when its background read has
+    /// finished (it offers no call to wait for that): waits until no mapping
+    /// of `file` is left in this process.
+    fn wait_unmapped(file: &Path) -> Result<()> {
+        let path =
+            std::fs::canonicalize(file).with_context(|| format!("resolving {}", file.display()))?;
+        let path = path.to_string_lossy().into_owned();
+        loop {
+            let maps = std::fs::read_to_string("/proc/self/maps")
+                .context("reading /proc/self/maps to see whether SupraSeal's read is done")?;
+            if !maps.lines().any(|l| l.ends_with(path.as_str())) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
 }
@@ -161,6 +186,11 @@ struct Args {
     /// (`--peer-from`).
     save: Option<PathBuf>,
     peer_from: Option<PathBuf>,
+    /// Where cuzk keeps a Filecoin partition's parameters on the GPU.
+    placement: ParamsPlacement,
+    /// With `--peer-from`: remove the parameter file once the peer has read
+    /// it (a file in /dev/shm is memory the peer's proof may need).
+    remove_params: bool,
 }
 
 fn args() -> Result<Args> {
@@ -182,10 +212,16 @@ fn args() -> Result<Args> {
         cpu: false,
         save: None,
         peer_from: None,
+        placement: ParamsPlacement::Auto,
+        remove_params: false,
     };
     while let Some(flag) = it.next() {
         if flag == "--cpu" {
             a.cpu = true;
+            continue;
+        }
+        if flag == "--remove-params" {
+            a.remove_params = true;
             continue;
         }
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -198,6 +234,14 @@ fn args() -> Result<Args> {
             "--partition" => a.partition = value.parse().context("--partition takes an index")?,
             "--save" => a.save = Some(value.into()),
             "--peer-from" => a.peer_from = Some(value.into()),
+            "--placement" => {
+                a.placement = match value.as_str() {
+                    "auto" => ParamsPlacement::Auto,
+                    "resident" => ParamsPlacement::Resident,
+                    "streamed" => ParamsPlacement::Streamed,
+                    other => bail!("--placement takes auto, resident or streamed, not {other:?}"),
+                }
+            }
             "--sizes" => {
                 a.sizes = value
                     .split(',')
@@ -220,6 +264,9 @@ fn args() -> Result<Args> {
             "--cpu, --save and --peer-from are for a Filecoin partition \
              (--seal-proof, --update-proof, --post-proof)"
         );
+    }
+    if a.remove_params && a.peer_from.is_none() {
+        bail!("--remove-params removes the parameter file of --peer-from DIR: give that too");
     }
     if a.save.is_some() && a.peer_from.is_some() {
         bail!("--save is cuzk's half of a run, --peer-from the peer's: one at a time");
