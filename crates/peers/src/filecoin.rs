@@ -572,7 +572,8 @@ fn results(
         result(
             format!("{prefix}/cuzk/prove"),
             &saved.prove,
-            json!({"notes": "parameters resident on the GPU (uploaded in the warm-up)"}),
+            json!({"notes": "cuzk's prover from the witness to the proof (where the parameters \
+                              were: device_used_after_warm_up)"}),
         ),
     ];
     if theirs.is_empty() {
