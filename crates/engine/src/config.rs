@@ -211,6 +211,12 @@ pub struct EngineConfig {
     pub params_subgroup_check: bool,
     /// Device memory kept back from reservations on each GPU.
     pub device_memory_margin: ByteSize,
+    /// Each GPU behaves as a card with this much memory when it has more:
+    /// the scheduler's reservations, the prover's placement of parameters
+    /// and a/b/c, and every device allocation see that card (what other
+    /// processes hold counts against it). Unset: the card's own memory. To
+    /// run as on a smaller card, or to leave room for other programs.
+    pub device_memory_limit: Option<ByteSize>,
     /// GPUs to use, by driver ordinal (after `CUDA_VISIBLE_DEVICES`); unset:
     /// every GPU the driver sees.
     pub gpus: Option<Vec<usize>>,
@@ -238,6 +244,7 @@ impl Default for EngineConfig {
             pce_cache_dir: None,
             params_subgroup_check: false,
             device_memory_margin: ByteSize(1 << 30),
+            device_memory_limit: None,
             gpus: None,
             gpu_params: GpuParams::Auto,
             gpu_abc: true,
@@ -389,6 +396,7 @@ mod tests {
                 "params_subgroup_check = true",
                 "dispatch_bound=auto",
                 "synthesis_ahead=3",
+                "device_memory_limit=16GiB",
             ])
             .unwrap();
         assert_eq!(c.workers_per_device, Auto::Value(2));
@@ -398,6 +406,8 @@ mod tests {
         assert!(c.params_subgroup_check);
         assert_eq!(c.dispatch_bound, Auto::Auto);
         assert_eq!(c.synthesis_ahead, Auto::Value(3));
+        assert_eq!(c.device_memory_limit, Some(ByteSize(16 << 30)));
+        assert_eq!(EngineConfig::default().device_memory_limit, None);
         let err = EngineConfig::default()
             .with_overrides(["nonsense=1"])
             .unwrap_err();

@@ -130,6 +130,11 @@ pub struct GpuOptions {
     /// kept in device memory (uploaded once per shape) and check the
     /// witness there, uploading only the witness; else on the CPU.
     pub gpu_abc: bool,
+    /// Behave as on a card with this many bytes of device memory
+    /// ([`Gpu::set_memory_limit`]: placement, checks and allocations all
+    /// see that card); `None`: the card's own. Per device and process: the
+    /// latest prover opened on a GPU sets it.
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for GpuOptions {
@@ -138,6 +143,7 @@ impl Default for GpuOptions {
             params: ParamsPlacement::Auto,
             stream_chunk: 1 << 22,
             gpu_abc: true,
+            memory_limit: None,
         }
     }
 }
@@ -265,6 +271,7 @@ impl GpuProver {
             });
         }
         let gpu = Gpu::get(ordinal)?;
+        gpu.set_memory_limit(options.memory_limit)?;
         Ok(GpuProver {
             options,
             ntt: GpuNtt::new(gpu.clone()),

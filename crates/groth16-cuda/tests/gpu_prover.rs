@@ -129,6 +129,7 @@ fn streamed_parameters_give_the_same_proofs() {
             stream_chunk: 300,
             // Also covers a/b/c from the PCE on the CPU.
             gpu_abc: false,
+            memory_limit: None,
         },
     )
     .unwrap();

@@ -133,14 +133,22 @@ struct Partition<'a> {
     workdir: &'a Path,
 }
 
-/// cuzk's prover: the GPU (its device, to read its memory), or its CPU
-/// prover under `--cpu`.
-fn open_prover(
-    cpu: bool,
-    placement: ParamsPlacement,
-) -> Result<(Box<dyn Prover>, String, Option<Arc<Gpu>>)> {
+/// cuzk's prover, the name of what it runs on, and its GPU (to read its
+/// memory) unless it is the CPU prover.
+struct Opened {
+    prover: Box<dyn Prover>,
+    name: String,
+    device: Option<Arc<Gpu>>,
+}
+
+/// cuzk's prover: the GPU, or its CPU prover under `--cpu`.
+fn open_prover(cpu: bool, placement: ParamsPlacement) -> Result<Opened> {
     if cpu {
-        return Ok((Box::new(CpuProver), "none (cuzk's CPU prover)".into(), None));
+        return Ok(Opened {
+            prover: Box::new(CpuProver),
+            name: "none (cuzk's CPU prover)".into(),
+            device: None,
+        });
     }
     let options = GpuOptions {
         params: placement,
@@ -149,9 +157,11 @@ fn open_prover(
     let gpu = GpuProver::with_options(0, options).context(
         "cuzk's side of the comparison needs a GPU (--cpu runs it on cuzk's CPU prover)",
     )?;
-    let name = gpu.gpu().name().to_owned();
-    let device = gpu.gpu().clone();
-    Ok((Box::new(gpu), name, Some(device)))
+    Ok(Opened {
+        name: gpu.gpu().name().to_owned(),
+        device: Some(gpu.gpu().clone()),
+        prover: Box::new(gpu),
+    })
 }
 
 impl PartitionsVisitor for Partition<'_> {
@@ -206,7 +216,11 @@ impl PartitionsVisitor for Partition<'_> {
             return peer_side(&report, &prefix, &peer, circuit, &saved, setup, args);
         }
 
-        let (prover, gpu_name, device) = open_prover(args.cpu, args.placement)?;
+        let Opened {
+            prover,
+            name: gpu_name,
+            device,
+        } = open_prover(args.cpu, args.placement)?;
         eprintln!("cuzk on {gpu_name}; peer: {}", peer::NAME);
         let report = self.report(&gpu_name);
         let mut setup = Vec::new();

@@ -46,7 +46,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::budget::{Charge, ChargeKind, MemoryBudget, MemoryReport, Reclaim, Signal};
 use crate::cache::{Cache, ParamsRef, Reclaimer, ShapeId, params_bytes};
-use crate::config::{Backend, EngineConfig, GpuParams};
+use crate::config::{Backend, ByteSize, EngineConfig, GpuParams};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
 use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
@@ -280,18 +280,28 @@ fn open_gpus(
             GpuParams::Streamed => ParamsPlacement::Streamed,
         },
         gpu_abc: config.gpu_abc,
+        memory_limit: config.device_memory_limit.map(|b| b.0),
         ..GpuOptions::default()
     };
+    if let Some(limit) = config.device_memory_limit
+        && limit.0 <= config.device_memory_margin.0
+    {
+        return Err(format!(
+            "device_memory_limit {limit} leaves nothing above device_memory_margin {}",
+            config.device_memory_margin
+        ));
+    }
     let mut by_device = Vec::new();
     let mut specs = Vec::new();
     for info in found.iter().filter(|d| wanted(d.ordinal)) {
         let prover = GpuProver::with_options(info.ordinal, options)
             .map_err(|e| format!("GPU {} ({}): {e}", info.ordinal, info.name))?;
         by_device.push((info.ordinal, Arc::new(prover) as Arc<dyn Prover>));
-        specs.push(
+        specs.push(limited_spec(
             only.and_then(|d| d.iter().find(|s| s.ordinal == info.ordinal).copied())
                 .unwrap_or(DeviceSpec::from(info)),
-        );
+            config.device_memory_limit,
+        ));
     }
     let Some((_, first)) = by_device.first() else {
         return Err("no GPU is left after the gpus setting and the requested devices".into());
@@ -303,6 +313,15 @@ fn open_gpus(
         },
         specs,
     ))
+}
+
+/// A device as the scheduler sees it under `device_memory_limit`: no more
+/// memory than the limit.
+fn limited_spec(spec: DeviceSpec, limit: Option<ByteSize>) -> DeviceSpec {
+    DeviceSpec {
+        capacity_bytes: limit.map_or(spec.capacity_bytes, |l| l.0.min(spec.capacity_bytes)),
+        ..spec
+    }
 }
 
 /// The provers of `config.backend` and the devices they run on (`None`:
@@ -943,5 +962,24 @@ impl Drop for Engine {
                 tracing::error!("an engine thread panicked");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_memory_limit_caps_what_the_scheduler_sees() {
+        let card = DeviceSpec {
+            ordinal: 1,
+            capacity_bytes: 80 << 30,
+        };
+        assert_eq!(limited_spec(card, None), card);
+        let small = limited_spec(card, Some(ByteSize(16 << 30)));
+        assert_eq!(small.capacity_bytes, 16 << 30);
+        assert_eq!(small.ordinal, 1);
+        // A limit above the card changes nothing.
+        assert_eq!(limited_spec(card, Some(ByteSize(200 << 30))), card);
     }
 }

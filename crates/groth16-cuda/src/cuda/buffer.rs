@@ -123,6 +123,13 @@ impl<T: DeviceElem> fmt::Debug for DeviceBuffer<T> {
     }
 }
 
+impl<T: DeviceElem> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // The memory goes back in stream order when `slice` drops next.
+        self.gpu.uncharge((self.len.max(1) * size_of::<T>()) as u64);
+    }
+}
+
 impl<T: DeviceElem> DeviceBuffer<T> {
     /// Allocates room for `len` elements, zeroed when `zeroed`, else left as
     /// the allocator gives it (every bit pattern is a valid `T`).
@@ -143,6 +150,8 @@ impl<T: DeviceElem> DeviceBuffer<T> {
         }
         let stream = gpu.stream();
         let slots = len.max(1);
+        let bytes = (slots * size_of::<T>()) as u64;
+        gpu.charge(bytes, what)?;
         let slice = if zeroed {
             stream.alloc_zeros::<Elem<T>>(slots)
         } else {
@@ -152,12 +161,13 @@ impl<T: DeviceElem> DeviceBuffer<T> {
             unsafe { stream.alloc::<Elem<T>>(slots) }
         }
         .map_err(|err| {
+            gpu.uncharge(bytes);
             if err.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
                 let (free, total) = gpu.mem_info().unwrap_or((0, 0));
                 return Groth16Error::DeviceOutOfMemory {
                     ordinal: gpu.ordinal(),
                     what: what(),
-                    need: (slots * size_of::<T>()) as u64,
+                    need: bytes,
                     free,
                     total,
                 };

@@ -4,7 +4,10 @@
 use std::{
     collections::{BTreeMap, HashMap},
     fmt,
-    sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError},
+    sync::{
+        Arc, Mutex, MutexGuard, OnceLock, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Instant,
 };
 
@@ -43,6 +46,13 @@ pub struct Gpu {
     /// synchronisation reports an asynchronous failure.
     last_launch: Mutex<Option<String>>,
     launch_blocking: bool,
+    /// Bytes this crate's device buffers hold now.
+    allocated: AtomicU64,
+    /// [`Gpu::set_memory_limit`]'s limit; 0: none.
+    limit: AtomicU64,
+    /// What else held device memory when the limit was set (other
+    /// processes, the context itself), counted against the limit.
+    baseline: AtomicU64,
 }
 
 struct LoadedModule {
@@ -60,6 +70,24 @@ impl fmt::Debug for Gpu {
             .field("modules", &modules)
             .finish_non_exhaustive()
     }
+}
+
+/// Free and total memory of a card with `limit` bytes, given what the
+/// driver reports for the real one (`free`, `total`), what other holders
+/// had when the limit was set (`baseline`) and what this crate's buffers
+/// hold (`allocated`): the limited card's total is the smaller of `limit`
+/// and `total`; its free memory what that leaves after `baseline` and
+/// `allocated`, and never more than the real card has free.
+pub fn limited_mem_info(
+    free: u64,
+    total: u64,
+    limit: u64,
+    baseline: u64,
+    allocated: u64,
+) -> (u64, u64) {
+    let card = limit.min(total);
+    let left = card.saturating_sub(baseline.saturating_add(allocated));
+    (left.min(free), card)
 }
 
 /// Every `Gpu` opened so far, by ordinal.
@@ -114,6 +142,9 @@ impl Gpu {
             kernels: Mutex::new(HashMap::new()),
             last_launch: Mutex::new(None),
             launch_blocking,
+            allocated: AtomicU64::new(0),
+            limit: AtomicU64::new(0),
+            baseline: AtomicU64::new(0),
         })
     }
 
@@ -139,12 +170,94 @@ impl Gpu {
     }
 
     /// Free and total device memory in bytes, as the driver reports them
-    /// now (other processes' allocations included).
+    /// now (other processes' allocations included); under a memory limit
+    /// ([`Gpu::set_memory_limit`]), as a card with that much memory would:
+    /// see [`limited_mem_info`].
     pub fn mem_info(&self) -> Result<(u64, u64)> {
+        let (free, total) = self.driver_mem_info()?;
+        Ok(match self.memory_limit() {
+            None => (free, total),
+            Some(limit) => limited_mem_info(
+                free,
+                total,
+                limit,
+                self.baseline.load(Ordering::Relaxed),
+                self.allocated_bytes(),
+            ),
+        })
+    }
+
+    fn driver_mem_info(&self) -> Result<(u64, u64)> {
         let (free, total) = self.ctx.mem_get_info().map_err(driver_error(|| {
             format!("asking GPU {} for its free memory", self.ordinal)
         }))?;
         Ok((free as u64, total as u64))
+    }
+
+    /// Makes this device behave as a card with `limit` bytes of memory
+    /// (`None`: its own): [`Gpu::mem_info`] reports that card, and a buffer
+    /// that would not fit on it fails with
+    /// [`Groth16Error::DeviceOutOfMemory`] as on that card. What other
+    /// processes and the context hold now counts against the limit as on a
+    /// real card; what this crate's buffers hold is counted as they come
+    /// and go. One limit per device for the whole process: the latest call
+    /// sets it.
+    pub fn set_memory_limit(&self, limit: Option<u64>) -> Result<()> {
+        let (free, total) = self.driver_mem_info()?;
+        let baseline = total
+            .saturating_sub(free)
+            .saturating_sub(self.allocated_bytes());
+        self.baseline.store(baseline, Ordering::Relaxed);
+        self.limit.store(limit.unwrap_or(0), Ordering::Relaxed);
+        tracing::info!(
+            ordinal = self.ordinal,
+            ?limit,
+            baseline,
+            total,
+            "device memory limit"
+        );
+        Ok(())
+    }
+
+    /// The limit [`Gpu::set_memory_limit`] set, if any.
+    pub fn memory_limit(&self) -> Option<u64> {
+        match self.limit.load(Ordering::Relaxed) {
+            0 => None,
+            l => Some(l),
+        }
+    }
+
+    /// Bytes this crate's device buffers on this GPU hold now.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` as allocated, unless a memory limit leaves no room
+    /// for them: then the error names the limited card's free and total.
+    pub(crate) fn charge(&self, bytes: u64, what: impl FnOnce() -> String) -> Result<()> {
+        let before = self.allocated.fetch_add(bytes, Ordering::Relaxed);
+        let Some(limit) = self.memory_limit() else {
+            return Ok(());
+        };
+        let baseline = self.baseline.load(Ordering::Relaxed);
+        let total = limit;
+        let used = baseline.saturating_add(before);
+        if used.saturating_add(bytes) > total {
+            self.uncharge(bytes);
+            return Err(Groth16Error::DeviceOutOfMemory {
+                ordinal: self.ordinal,
+                what: format!("{} (device memory limit {limit} bytes)", what()),
+                need: bytes,
+                free: total.saturating_sub(used),
+                total,
+            });
+        }
+        Ok(())
+    }
+
+    /// Gives back what [`Gpu::charge`] counted.
+    pub(crate) fn uncharge(&self, bytes: u64) {
+        self.allocated.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     /// Fails with [`Groth16Error::DeviceOutOfMemory`] unless `need` bytes
@@ -432,4 +545,34 @@ pub(crate) fn describe(err: DriverError) -> String {
 /// (caches and a label), so poisoning is ignored rather than propagated.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::limited_mem_info;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_limited_card_reports_its_own_total_and_what_is_left_of_it() {
+        // 141 GB card, 2 GiB held by others, 5 GiB by cuzk, limit 16 GiB.
+        let (free, total) = limited_mem_info(134 * GIB, 141 * GIB, 16 * GIB, 2 * GIB, 5 * GIB);
+        assert_eq!((free, total), (9 * GIB, 16 * GIB));
+        // Never more free than the real card has.
+        assert_eq!(
+            limited_mem_info(3 * GIB, 141 * GIB, 16 * GIB, 2 * GIB, 5 * GIB),
+            (3 * GIB, 16 * GIB)
+        );
+        // Over the limit: nothing free, no underflow.
+        assert_eq!(
+            limited_mem_info(100 * GIB, 141 * GIB, 16 * GIB, 10 * GIB, 9 * GIB),
+            (0, 16 * GIB)
+        );
+        // A limit above the card is the card.
+        assert_eq!(
+            limited_mem_info(20 * GIB, 24 * GIB, 32 * GIB, GIB, 3 * GIB),
+            (20 * GIB, 24 * GIB)
+        );
+        assert_eq!(limited_mem_info(0, 0, 16 * GIB, 0, 0), (0, 0));
+    }
 }
