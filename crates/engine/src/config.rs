@@ -213,9 +213,11 @@ pub struct EngineConfig {
     pub device_memory_margin: ByteSize,
     /// Each GPU behaves as a card with this much memory when it has more:
     /// the scheduler's reservations, the prover's placement of parameters
-    /// and a/b/c, and every device allocation see that card (what other
-    /// processes hold counts against it). Unset: the card's own memory. To
-    /// run as on a smaller card, or to leave room for other programs.
+    /// and a/b/c, and cuzk's device buffers see that card (what other
+    /// processes hold when the engine starts counts against it; device
+    /// code and the driver's bookkeeping are not counted). Unset: the
+    /// card's own memory. To run as on a smaller card, or to leave room for
+    /// other programs. Must exceed `device_memory_margin`.
     pub device_memory_limit: Option<ByteSize>,
     /// GPUs to use, by driver ordinal (after `CUDA_VISIBLE_DEVICES`); unset:
     /// every GPU the driver sees.

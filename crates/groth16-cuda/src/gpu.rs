@@ -131,9 +131,9 @@ pub struct GpuOptions {
     /// witness there, uploading only the witness; else on the CPU.
     pub gpu_abc: bool,
     /// Behave as on a card with this many bytes of device memory
-    /// ([`Gpu::set_memory_limit`]: placement, checks and allocations all
-    /// see that card); `None`: the card's own. Per device and process: the
-    /// latest prover opened on a GPU sets it.
+    /// ([`Gpu::set_memory_limit`]: placement, free-memory checks and this
+    /// crate's device buffers see that card); `None`: the card's own. Per
+    /// device and process: the latest prover opened on a GPU sets it.
     pub memory_limit: Option<u64>,
 }
 

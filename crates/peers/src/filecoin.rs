@@ -220,7 +220,7 @@ impl PartitionsVisitor for Partition<'_> {
             prover,
             name: gpu_name,
             device,
-        } = open_prover(args.cpu, args.placement)?;
+        } = open_prover(args.cpu, args.placement.unwrap_or_default())?;
         eprintln!("cuzk on {gpu_name}; peer: {}", peer::NAME);
         let report = self.report(&gpu_name);
         let mut setup = Vec::new();
@@ -280,13 +280,16 @@ impl PartitionsVisitor for Partition<'_> {
             "one proof: witness, parameters uploaded, the prover's first use".into(),
         ));
         if let Some(device) = &device {
+            // Buffers freed in stream order are back once it is idle.
+            device.synchronize()?;
             let (free, total) = device.mem_info()?;
             let gib = (total - free) as f64 / GIB;
             let notes = format!(
                 "cuMemGetInfo's total less free after the warm-up proof, placement {:?} \
-                 (the parameters take {:.1} GiB when resident)",
-                args.placement,
-                params_device_bytes(&params) as f64 / GIB
+                 (the parameters take {:.1} GiB when resident; cuzk's buffers hold {:.1} GiB)",
+                args.placement.unwrap_or_default(),
+                params_device_bytes(&params) as f64 / GIB,
+                device.allocated_bytes() as f64 / GIB
             );
             eprintln!("device memory in use: {gib:.1} GiB ({notes})");
             setup.push(json!({

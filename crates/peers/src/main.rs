@@ -150,16 +150,24 @@ mod peer {
 
     /// SupraSeal maps the file and unmaps it when its background read has
     /// finished (it offers no call to wait for that): waits until no mapping
-    /// of `file` is left in this process.
+    /// of `file` is left in this process (an hour at most).
     fn wait_unmapped(file: &Path) -> Result<()> {
         let path =
             std::fs::canonicalize(file).with_context(|| format!("resolving {}", file.display()))?;
         let path = path.to_string_lossy().into_owned();
+        let start = Instant::now();
         loop {
             let maps = std::fs::read_to_string("/proc/self/maps")
                 .context("reading /proc/self/maps to see whether SupraSeal's read is done")?;
-            if !maps.lines().any(|l| l.ends_with(path.as_str())) {
+            // address, permissions, offset, device, inode, then the path.
+            let mapped = maps
+                .lines()
+                .any(|l| l.split_whitespace().skip(5).collect::<Vec<_>>().join(" ") == path);
+            if !mapped {
                 return Ok(());
+            }
+            if start.elapsed() > std::time::Duration::from_secs(3600) {
+                bail!("SupraSeal still maps {path} after an hour: its read did not finish");
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -186,8 +194,9 @@ struct Args {
     /// (`--peer-from`).
     save: Option<PathBuf>,
     peer_from: Option<PathBuf>,
-    /// Where cuzk keeps a Filecoin partition's parameters on the GPU.
-    placement: ParamsPlacement,
+    /// Where cuzk keeps a Filecoin partition's parameters on the GPU
+    /// (`None`: not given, `Auto`).
+    placement: Option<ParamsPlacement>,
     /// With `--peer-from`: remove the parameter file once the peer has read
     /// it (a file in /dev/shm is memory the peer's proof may need).
     remove_params: bool,
@@ -212,7 +221,7 @@ fn args() -> Result<Args> {
         cpu: false,
         save: None,
         peer_from: None,
-        placement: ParamsPlacement::Auto,
+        placement: None,
         remove_params: false,
     };
     while let Some(flag) = it.next() {
@@ -235,12 +244,12 @@ fn args() -> Result<Args> {
             "--save" => a.save = Some(value.into()),
             "--peer-from" => a.peer_from = Some(value.into()),
             "--placement" => {
-                a.placement = match value.as_str() {
+                a.placement = Some(match value.as_str() {
                     "auto" => ParamsPlacement::Auto,
                     "resident" => ParamsPlacement::Resident,
                     "streamed" => ParamsPlacement::Streamed,
                     other => bail!("--placement takes auto, resident or streamed, not {other:?}"),
-                }
+                })
             }
             "--sizes" => {
                 a.sizes = value
@@ -263,6 +272,12 @@ fn args() -> Result<Args> {
         bail!(
             "--cpu, --save and --peer-from are for a Filecoin partition \
              (--seal-proof, --update-proof, --post-proof)"
+        );
+    }
+    if a.placement.is_some() && (a.filecoin.is_none() || a.cpu || a.peer_from.is_some()) {
+        bail!(
+            "--placement is for cuzk's GPU side of a Filecoin partition \
+             (not with --cpu or --peer-from, nor with --sizes)"
         );
     }
     if a.remove_params && a.peer_from.is_none() {

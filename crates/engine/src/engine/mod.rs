@@ -283,14 +283,7 @@ fn open_gpus(
         memory_limit: config.device_memory_limit.map(|b| b.0),
         ..GpuOptions::default()
     };
-    if let Some(limit) = config.device_memory_limit
-        && limit.0 <= config.device_memory_margin.0
-    {
-        return Err(format!(
-            "device_memory_limit {limit} leaves nothing above device_memory_margin {}",
-            config.device_memory_margin
-        ));
-    }
+
     let mut by_device = Vec::new();
     let mut specs = Vec::new();
     for info in found.iter().filter(|d| wanted(d.ordinal)) {
@@ -330,6 +323,16 @@ fn choose_provers(
     config: &EngineConfig,
     devices: Option<Vec<DeviceSpec>>,
 ) -> Result<(Provers, Option<Vec<DeviceSpec>>)> {
+    // A mistake in the limit is the user's to fix, not a reason to fall
+    // back to the CPU.
+    if let Some(limit) = config.device_memory_limit
+        && limit.0 <= config.device_memory_margin.0
+    {
+        return Err(EngineError::Config(format!(
+            "device_memory_limit {limit} leaves nothing above device_memory_margin {}",
+            config.device_memory_margin
+        )));
+    }
     Ok(match config.backend {
         Backend::Cpu => (Provers::one(Arc::new(CpuProver)), devices),
         Backend::Gpu => match open_gpus(config, devices.as_deref()) {
@@ -981,5 +984,20 @@ mod tests {
         assert_eq!(small.ordinal, 1);
         // A limit above the card changes nothing.
         assert_eq!(limited_spec(card, Some(ByteSize(200 << 30))), card);
+    }
+
+    #[test]
+    fn a_device_memory_limit_within_the_margin_is_a_config_error() {
+        let config = EngineConfig {
+            backend: Backend::Cpu,
+            device_memory_limit: Some(ByteSize(1 << 30)),
+            device_memory_margin: ByteSize(1 << 30),
+            ..EngineConfig::default()
+        };
+        let Err(err) = choose_provers(&config, None) else {
+            panic!("a 1 GiB limit with a 1 GiB margin was accepted");
+        };
+        assert!(matches!(err, EngineError::Config(_)), "{err}");
+        assert!(err.to_string().contains("device_memory_limit"), "{err}");
     }
 }

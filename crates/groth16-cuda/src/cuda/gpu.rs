@@ -46,13 +46,21 @@ pub struct Gpu {
     /// synchronisation reports an asynchronous failure.
     last_launch: Mutex<Option<String>>,
     launch_blocking: bool,
-    /// Bytes this crate's device buffers hold now.
+    /// Bytes this crate's device buffers hold now (charged before the
+    /// driver is asked).
     allocated: AtomicU64,
-    /// [`Gpu::set_memory_limit`]'s limit; 0: none.
-    limit: AtomicU64,
+    /// [`Gpu::set_memory_limit`]'s limit, if one is in force.
+    limit: Mutex<Option<Limit>>,
+}
+
+/// A device memory limit in force.
+#[derive(Clone, Copy, Debug)]
+struct Limit {
+    /// The limited card's total: the limit, or the real card's if smaller.
+    card: u64,
     /// What else held device memory when the limit was set (other
-    /// processes, the context itself), counted against the limit.
-    baseline: AtomicU64,
+    /// processes, the context), counted against it.
+    baseline: u64,
 }
 
 struct LoadedModule {
@@ -143,8 +151,7 @@ impl Gpu {
             last_launch: Mutex::new(None),
             launch_blocking,
             allocated: AtomicU64::new(0),
-            limit: AtomicU64::new(0),
-            baseline: AtomicU64::new(0),
+            limit: Mutex::new(None),
         })
     }
 
@@ -175,15 +182,10 @@ impl Gpu {
     /// see [`limited_mem_info`].
     pub fn mem_info(&self) -> Result<(u64, u64)> {
         let (free, total) = self.driver_mem_info()?;
-        Ok(match self.memory_limit() {
+        let limit = *lock(&self.limit);
+        Ok(match limit {
             None => (free, total),
-            Some(limit) => limited_mem_info(
-                free,
-                total,
-                limit,
-                self.baseline.load(Ordering::Relaxed),
-                self.allocated_bytes(),
-            ),
+            Some(l) => limited_mem_info(free, total, l.card, l.baseline, self.allocated_bytes()),
         })
     }
 
@@ -195,36 +197,42 @@ impl Gpu {
     }
 
     /// Makes this device behave as a card with `limit` bytes of memory
-    /// (`None`: its own): [`Gpu::mem_info`] reports that card, and a buffer
-    /// that would not fit on it fails with
+    /// (`None`: its own; `Some(0)`: a card with no memory): [`Gpu::mem_info`]
+    /// reports that card, and a buffer that would not fit on it fails with
     /// [`Groth16Error::DeviceOutOfMemory`] as on that card. What other
-    /// processes and the context hold now counts against the limit as on a
-    /// real card; what this crate's buffers hold is counted as they come
-    /// and go. One limit per device for the whole process: the latest call
-    /// sets it.
+    /// processes and the context hold when it is set counts against the
+    /// limit (their later growth only where the real card runs out); what
+    /// this crate's buffers hold is counted as they come and go (device
+    /// code modules and the driver's own bookkeeping are not). The device
+    /// is synchronized first, so memory freed in stream order is back; set
+    /// it while the device is idle (when a prover is opened). One limit per
+    /// device for the whole process: the latest call sets it.
     pub fn set_memory_limit(&self, limit: Option<u64>) -> Result<()> {
-        let (free, total) = self.driver_mem_info()?;
-        let baseline = total
-            .saturating_sub(free)
-            .saturating_sub(self.allocated_bytes());
-        self.baseline.store(baseline, Ordering::Relaxed);
-        self.limit.store(limit.unwrap_or(0), Ordering::Relaxed);
-        tracing::info!(
-            ordinal = self.ordinal,
-            ?limit,
-            baseline,
-            total,
-            "device memory limit"
-        );
+        let mut current = lock(&self.limit);
+        let new = match limit {
+            None => None,
+            Some(limit) => {
+                self.synchronize()?;
+                let (free, total) = self.driver_mem_info()?;
+                Some(Limit {
+                    card: limit.min(total),
+                    baseline: total
+                        .saturating_sub(free)
+                        .saturating_sub(self.allocated_bytes()),
+                })
+            }
+        };
+        if new.is_some() || current.is_some() {
+            tracing::info!(ordinal = self.ordinal, ?new, "device memory limit");
+        }
+        *current = new;
         Ok(())
     }
 
-    /// The limit [`Gpu::set_memory_limit`] set, if any.
+    /// The limited card's total memory ([`Gpu::set_memory_limit`]'s limit,
+    /// or the real card's where that is smaller), if a limit is in force.
     pub fn memory_limit(&self) -> Option<u64> {
-        match self.limit.load(Ordering::Relaxed) {
-            0 => None,
-            l => Some(l),
-        }
+        lock(&self.limit).map(|l| l.card)
     }
 
     /// Bytes this crate's device buffers on this GPU hold now.
@@ -234,25 +242,30 @@ impl Gpu {
 
     /// Counts `bytes` as allocated, unless a memory limit leaves no room
     /// for them: then the error names the limited card's free and total.
+    /// Atomic: of two allocations that do not fit together, one gets in.
     pub(crate) fn charge(&self, bytes: u64, what: impl FnOnce() -> String) -> Result<()> {
-        let before = self.allocated.fetch_add(bytes, Ordering::Relaxed);
-        let Some(limit) = self.memory_limit() else {
+        let limit = *lock(&self.limit);
+        let Some(l) = limit else {
+            self.allocated.fetch_add(bytes, Ordering::Relaxed);
             return Ok(());
         };
-        let baseline = self.baseline.load(Ordering::Relaxed);
-        let total = limit;
-        let used = baseline.saturating_add(before);
-        if used.saturating_add(bytes) > total {
-            self.uncharge(bytes);
-            return Err(Groth16Error::DeviceOutOfMemory {
+        let room = l.card.saturating_sub(l.baseline);
+        self.allocated
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                held.checked_add(bytes).filter(|&n| n <= room)
+            })
+            .map(|_| ())
+            .map_err(|held| Groth16Error::DeviceOutOfMemory {
                 ordinal: self.ordinal,
-                what: format!("{} (device memory limit {limit} bytes)", what()),
+                what: format!(
+                    "{} (device memory limit: a card of {} bytes)",
+                    what(),
+                    l.card
+                ),
                 need: bytes,
-                free: total.saturating_sub(used),
-                total,
-            });
-        }
-        Ok(())
+                free: room.saturating_sub(held),
+                total: l.card,
+            })
     }
 
     /// Gives back what [`Gpu::charge`] counted.
@@ -265,9 +278,13 @@ impl Gpu {
     pub fn ensure_free(&self, need: u64, what: impl FnOnce() -> String) -> Result<()> {
         let (free, total) = self.mem_info()?;
         if need > free {
+            let what = match self.memory_limit() {
+                Some(card) => format!("{} (device memory limit: a card of {card} bytes)", what()),
+                None => what(),
+            };
             return Err(Groth16Error::DeviceOutOfMemory {
                 ordinal: self.ordinal,
-                what: what(),
+                what,
                 need,
                 free,
                 total,
