@@ -283,7 +283,6 @@ fn open_gpus(
         memory_limit: config.device_memory_limit.map(|b| b.0),
         ..GpuOptions::default()
     };
-
     let mut by_device = Vec::new();
     let mut specs = Vec::new();
     for info in found.iter().filter(|d| wanted(d.ordinal)) {

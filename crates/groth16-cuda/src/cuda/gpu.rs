@@ -98,6 +98,11 @@ pub fn limited_mem_info(
     (left.min(free), card)
 }
 
+/// `what` an out-of-memory error names, on a card limited to `card` bytes.
+fn under_limit(what: String, card: u64) -> String {
+    format!("{what} (device memory limit: a card of {card} bytes)")
+}
+
 /// Every `Gpu` opened so far, by ordinal.
 static GPUS: Mutex<BTreeMap<usize, Arc<Gpu>>> = Mutex::new(BTreeMap::new());
 
@@ -257,11 +262,7 @@ impl Gpu {
             .map(|_| ())
             .map_err(|held| Groth16Error::DeviceOutOfMemory {
                 ordinal: self.ordinal,
-                what: format!(
-                    "{} (device memory limit: a card of {} bytes)",
-                    what(),
-                    l.card
-                ),
+                what: under_limit(what(), l.card),
                 need: bytes,
                 free: room.saturating_sub(held),
                 total: l.card,
@@ -279,7 +280,7 @@ impl Gpu {
         let (free, total) = self.mem_info()?;
         if need > free {
             let what = match self.memory_limit() {
-                Some(card) => format!("{} (device memory limit: a card of {card} bytes)", what()),
+                Some(card) => under_limit(what(), card),
                 None => what(),
             };
             return Err(Groth16Error::DeviceOutOfMemory {
