@@ -17,21 +17,33 @@
 //! At P=50 that gives A ≈ 0.5·1 + 0.5·3.8 = 2.4, B = 1.0,
 //! C ≈ 0.5·3 + 0.5·1.4 = 2.2 nonzeros per row, as PoRep-32G has.
 //!
-//! "Earlier variable" means: 3 times in 4 one of the last 1024 (real circuits
-//! reuse what they just computed, which is what makes SpMV cache-friendly),
-//! else any. The ONE variable and the public inputs are in the pool, so rows
-//! also carry constants and inputs. With P=100 there are no field rows and the
-//! public inputs appear only in bellperson's input rows.
+//! "Earlier variable" means: 3 times in 4 one of the part's last 1024 (real
+//! circuits reuse what they just computed, which is what makes SpMV
+//! cache-friendly), else any of the part's. The ONE variable and the part's
+//! public inputs are in the pool, so rows also carry constants and inputs.
+//! With P=100 there are no field rows and the public inputs appear only in
+//! bellperson's input rows.
 //!
-//! Row order and all choices come from an RNG seeded by (K, P); the witness
-//! RNG only draws the seed bits and the public inputs, everything else
-//! follows from them. Synthesis is O(rows) and keeps two vectors of about
-//! 48 bytes per row (variables and their values).
+//! The rows are split into up to 16 independent parts of at least 1024 rows
+//! (a PoRep partition is made of its challenges the same way): each part
+//! has its own seed bits and picks only among ONE and its own variables;
+//! the public inputs are allocated at the start of parts spread over the
+//! circuit. On an extensible constraint system (bellperson's prover, cuzk's
+//! witness and PCE systems) the parts are synthesized in parallel, each on
+//! its own system, and appended in order with `extend`; on any other, one
+//! after the other. Both give the same layout.
+//!
+//! Row order and all choices come from an RNG seeded by (K, P, part); the
+//! witness RNG (seeded by the witness seed and the part) only draws the seed
+//! bits and the public inputs, everything else follows from them. Synthesis
+//! is O(rows) and keeps two vectors of about 48 bytes per row (variables and
+//! their values).
 
 use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rand_core::RngCore;
+use rayon::prelude::*;
 
 use super::{Family, below, check_size, random_nonzero, structure_rng, witness_rng};
 
@@ -41,6 +53,8 @@ pub struct PorepShaped {
     log_rows: u32,
     bool_percent: u8,
     witness_seed: u64,
+    /// One part after the other even on an extensible system (for tests).
+    sequential: bool,
 }
 
 impl PorepShaped {
@@ -49,7 +63,15 @@ impl PorepShaped {
             log_rows,
             bool_percent,
             witness_seed,
+            sequential: false,
         }
+    }
+
+    /// The same circuit, synthesized one part after the other whatever the
+    /// constraint system: the layout the parallel way must reproduce.
+    pub fn sequential(mut self) -> Self {
+        self.sequential = true;
+        self
     }
 }
 
@@ -80,20 +102,46 @@ fn small_coeff(rng: &mut impl RngCore) -> Scalar {
     }
 }
 
-impl Circuit<Scalar> for PorepShaped {
-    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        let percent = usize::from(self.bool_percent);
-        let family = Family::PorepShaped {
-            bool_percent: self.bool_percent,
-        };
-        check_size(family, self.log_rows)?;
-        if percent > 100 {
-            return Err(SynthesisError::Unsatisfiable);
-        }
+/// The most independent parts a circuit is made of, as a PoRep partition
+/// is made of its challenges (18 at 32 GiB).
+const MAX_PARTS: usize = 16;
+/// Rows a part has at least (smaller circuits have fewer parts).
+const MIN_PART_ROWS: usize = 1024;
 
-        let total = 1usize << self.log_rows;
-        let rows = total - (PUBLIC_INPUTS + 1);
-        let n_bool = (rows * percent + 50) / 100;
+/// How many parts a circuit of `rows` rows (bellperson's input rows not
+/// counted) is made of.
+fn part_count(rows: usize) -> usize {
+    (rows / MIN_PART_ROWS).clamp(1, MAX_PARTS)
+}
+
+/// One part: its share of the rows and of the public inputs.
+struct Part {
+    log_rows: u32,
+    bool_percent: u8,
+    witness_seed: u64,
+    index: usize,
+    rows: usize,
+    inputs: std::ops::Range<usize>,
+}
+
+impl Part {
+    /// Part `index` of `parts` of a circuit with `rows` rows.
+    fn new(circuit: &PorepShaped, rows: usize, parts: usize, index: usize) -> Part {
+        Part {
+            log_rows: circuit.log_rows,
+            bool_percent: circuit.bool_percent,
+            witness_seed: circuit.witness_seed,
+            index,
+            rows: rows / parts + usize::from(index < rows % parts),
+            inputs: index * PUBLIC_INPUTS / parts..(index + 1) * PUBLIC_INPUTS / parts,
+        }
+    }
+
+    /// The part's variables and rows; only ONE and what the part allocates
+    /// are referenced, so parts can be synthesized apart and appended.
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let rows = self.rows;
+        let n_bool = (rows * usize::from(self.bool_percent) + 50) / 100;
         let n_seed = (rows / 64).clamp(2, MAX_SEED_BITS).min(n_bool);
         // XOR rows need two distinct bits: when there are any, n_bool > n_seed,
         // so n_seed was not cut by n_bool and is at least 2.
@@ -102,19 +150,23 @@ impl Circuit<Scalar> for PorepShaped {
 
         let mut shape = structure_rng(
             "porep",
-            &[u64::from(self.log_rows), u64::from(self.bool_percent)],
+            &[
+                u64::from(self.log_rows),
+                u64::from(self.bool_percent),
+                self.index as u64,
+            ],
         );
-        let mut witness = witness_rng("porep", self.witness_seed);
+        let mut witness = witness_rng("porep", self.witness_seed ^ ((self.index as u64) << 32));
         let two = Scalar::ONE.double();
 
         // The pool of earlier variables; bits[] indexes the boolean ones.
-        let mut vars: Vec<Variable> = Vec::with_capacity(total);
-        let mut vals: Vec<Scalar> = Vec::with_capacity(total);
+        let mut vars: Vec<Variable> = Vec::with_capacity(rows + 1 + self.inputs.len());
+        let mut vals: Vec<Scalar> = Vec::with_capacity(rows + 1 + self.inputs.len());
         let mut bits: Vec<usize> = Vec::with_capacity(n_bool);
         vars.push(CS::one());
         vals.push(Scalar::ONE);
 
-        for j in 0..PUBLIC_INPUTS {
+        for j in self.inputs.clone() {
             let value = random_nonzero(&mut witness);
             vars.push(cs.alloc_input(|| format!("input {j}"), || Ok(value))?);
             vals.push(value);
@@ -169,7 +221,8 @@ impl Circuit<Scalar> for PorepShaped {
                 vals.push(value);
             } else {
                 field_left -= 1;
-                let n_a = if below(&mut shape, 5) == 0 { 3 } else { 4 };
+                // A part's first rows may have fewer earlier variables.
+                let n_a = (if below(&mut shape, 5) == 0 { 3 } else { 4 }).min(vars.len());
                 let mut a_terms = [(0usize, Scalar::ZERO); 4];
                 let mut filled = 0;
                 while filled < n_a {
@@ -210,6 +263,41 @@ impl Circuit<Scalar> for PorepShaped {
                 );
                 vars.push(v);
                 vals.push(value);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Circuit<Scalar> for PorepShaped {
+    fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
+        let family = Family::PorepShaped {
+            bool_percent: self.bool_percent,
+        };
+        check_size(family, self.log_rows)?;
+        if self.bool_percent > 100 {
+            return Err(SynthesisError::Unsatisfiable);
+        }
+        let rows = (1usize << self.log_rows) - (PUBLIC_INPUTS + 1);
+        let parts = part_count(rows);
+        if CS::is_extensible() && parts > 1 && !self.sequential {
+            let made = (0..parts)
+                .into_par_iter()
+                .map(|index| {
+                    let mut part = CS::new();
+                    part.alloc_input(|| "temp ONE", || Ok(Scalar::ONE))?;
+                    Part::new(&self, rows, parts, index)
+                        .synthesize(&mut part.namespace(|| format!("part {index}")))?;
+                    Ok(part)
+                })
+                .collect::<Result<Vec<CS>, SynthesisError>>()?;
+            for part in &made {
+                cs.extend(part);
+            }
+        } else {
+            for index in 0..parts {
+                Part::new(&self, rows, parts, index)
+                    .synthesize(&mut cs.namespace(|| format!("part {index}")))?;
             }
         }
         Ok(())
@@ -376,6 +464,42 @@ mod tests {
             let expect = f64::from(p) / 100.0 + (1.0 - f64::from(p) / 100.0) * 3.8;
             assert!((a - expect).abs() < 0.1, "P={p}: A {a} vs {expect}");
         }
+    }
+
+    #[test]
+    fn parts_in_parallel_give_the_layout_of_one_part_after_the_other() {
+        use crate::{Pce, Witness};
+        // 1 part (K=10), 3 parts (K=12), 16 parts (K=15), P = 0, 50, 100.
+        for (k, p) in [(10, 50), (12, 50), (12, 100), (15, 0), (15, 50)] {
+            let circuit = || PorepShaped::new(k, p, 4);
+            let parallel = Pce::record(circuit()).unwrap();
+            let sequential = Pce::record(circuit().sequential()).unwrap();
+            assert_eq!(
+                (parallel.num_inputs, parallel.num_aux),
+                (sequential.num_inputs, sequential.num_aux)
+            );
+            assert_eq!(parallel.num_inputs, 1 + PUBLIC_INPUTS, "porep:{k}:{p}");
+            assert_eq!(parallel.num_constraints(), 1 << k, "porep:{k}:{p}");
+            for (m, n) in [
+                (&parallel.a, &sequential.a),
+                (&parallel.b, &sequential.b),
+                (&parallel.c, &sequential.c),
+            ] {
+                for i in 0..m.rows() {
+                    assert_eq!(m.row(i), n.row(i), "porep:{k}:{p} row {i}");
+                }
+            }
+            assert_eq!(parallel.coeff_table, sequential.coeff_table);
+            assert_eq!(
+                parallel.b_aux_density.iter().collect::<Vec<_>>(),
+                sequential.b_aux_density.iter().collect::<Vec<_>>()
+            );
+            let w = Witness::synthesize(circuit()).unwrap();
+            assert_eq!(w, Witness::synthesize(circuit().sequential()).unwrap());
+            crate::evaluate(&parallel, &w).expect("the parallel witness satisfies the PCE");
+        }
+        assert_eq!(part_count((1 << 12) - 5), 3);
+        assert_eq!(part_count((1 << 24) - 5), MAX_PARTS);
     }
 
     /// Larger sizes through the counting CS: `CUZK_TEST_LOG2=20` for the
