@@ -30,8 +30,10 @@
 //! the public inputs are allocated at the start of parts spread over the
 //! circuit. On an extensible constraint system (bellperson's prover, cuzk's
 //! witness and PCE systems) the parts are synthesized in parallel, each on
-//! its own system, and appended in order with `extend`; on any other, one
-//! after the other. Both give the same layout.
+//! its own system, and appended in order with `extend`, through
+//! `PartsGate::global()` as PoRep's challenges are (circuits synthesized at
+//! once take the pool in turn); on any other, one after the other. Both
+//! give the same layout.
 //!
 //! Row order and all choices come from an RNG seeded by (K, P, part); the
 //! witness RNG (seeded by the witness seed and the part) only draws the seed
@@ -46,6 +48,7 @@ use rand_core::RngCore;
 use rayon::prelude::*;
 
 use super::{Family, below, check_size, random_nonzero, structure_rng, witness_rng};
+use crate::gate::PartsGate;
 
 /// See the module docs of `porep`.
 #[derive(Clone, Debug)]
@@ -281,17 +284,25 @@ impl Circuit<Scalar> for PorepShaped {
         let rows = (1usize << self.log_rows) - (PUBLIC_INPUTS + 1);
         let parts = part_count(rows);
         if CS::is_extensible() && parts > 1 && !self.sequential {
+            // Circuits synthesized at once take rayon's pool in turn, as
+            // PoRep's partitions do, so the first finishes first.
+            let pass = PartsGate::global().enter(parts);
             let made = (0..parts)
                 .into_par_iter()
                 .map(|index| {
                     let mut part = CS::new();
-                    part.alloc_input(|| "temp ONE", || Ok(Scalar::ONE))?;
-                    Part::new(&self, rows, parts, index)
-                        .synthesize(&mut part.namespace(|| format!("part {index}")))?;
-                    Ok(part)
+                    let done = part
+                        .alloc_input(|| "temp ONE", || Ok(Scalar::ONE))
+                        .and_then(|_| {
+                            Part::new(&self, rows, parts, index)
+                                .synthesize(&mut part.namespace(|| format!("part {index}")))
+                        });
+                    pass.part_done();
+                    done.map(|()| part)
                 })
-                .collect::<Result<Vec<CS>, SynthesisError>>()?;
-            for part in &made {
+                .collect::<Result<Vec<CS>, SynthesisError>>();
+            drop(pass);
+            for part in &made? {
                 cs.extend(part);
             }
         } else {
@@ -500,6 +511,27 @@ mod tests {
         }
         assert_eq!(part_count((1 << 12) - 5), 3);
         assert_eq!(part_count((1 << 24) - 5), MAX_PARTS);
+    }
+
+    #[test]
+    fn many_circuits_synthesized_at_once_on_a_small_pool_all_finish() {
+        use crate::Witness;
+        // As bellperson's batch prover does: circuits synthesized in
+        // parallel on rayon's threads, each entering the gate for its parts.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let made: Vec<Witness> = pool.install(|| {
+            (0..8u64)
+                .into_par_iter()
+                .map(|seed| Witness::synthesize(PorepShaped::new(12, 50, seed)).unwrap())
+                .collect()
+        });
+        for (seed, w) in made.iter().enumerate() {
+            let alone = Witness::synthesize(PorepShaped::new(12, 50, seed as u64).sequential());
+            assert_eq!(w, &alone.unwrap(), "seed {seed}");
+        }
     }
 
     /// Larger sizes through the counting CS: `CUZK_TEST_LOG2=20` for the
