@@ -24,8 +24,9 @@
 //! With P=100 there are no field rows and the public inputs appear only in
 //! bellperson's input rows.
 //!
-//! The rows are split into up to 16 independent parts of at least 1024 rows
-//! (a PoRep partition is made of its challenges the same way): each part
+//! The rows are split into up to 64 independent parts of at least 1024 rows
+//! (a PoRep partition is made of its challenges the same way; more parts
+//! than a machine has cores, so one circuit can take them all): each part
 //! has its own seed bits and picks only among ONE and its own variables;
 //! the public inputs are allocated at the start of parts spread over the
 //! circuit. On an extensible constraint system (bellperson's prover, cuzk's
@@ -106,8 +107,10 @@ fn small_coeff(rng: &mut impl RngCore) -> Scalar {
 }
 
 /// The most independent parts a circuit is made of, as a PoRep partition
-/// is made of its challenges (18 at 32 GiB).
-const MAX_PARTS: usize = 16;
+/// is made of its challenges (18 at 32 GiB). More than the gate's bound on
+/// a 16-core machine (32 parts): one circuit at a time takes every core, so
+/// of circuits synthesized at once the first is done first.
+const MAX_PARTS: usize = 64;
 /// Rows a part has at least (smaller circuits have fewer parts).
 const MIN_PART_ROWS: usize = 1024;
 
@@ -480,8 +483,9 @@ mod tests {
     #[test]
     fn parts_in_parallel_give_the_layout_of_one_part_after_the_other() {
         use crate::{Pce, Witness};
-        // 1 part (K=10), 3 parts (K=12), 16 parts (K=15), P = 0, 50, 100.
-        for (k, p) in [(10, 50), (12, 50), (12, 100), (15, 0), (15, 50)] {
+        // 1 part (K=10), 3 parts (K=12), 32 parts (K=15), 64 (K=17),
+        // P = 0, 50, 100.
+        for (k, p) in [(10, 50), (12, 50), (12, 100), (15, 0), (15, 50), (17, 50)] {
             let circuit = || PorepShaped::new(k, p, 4);
             let parallel = Pce::record(circuit()).unwrap();
             let sequential = Pce::record(circuit().sequential()).unwrap();
