@@ -188,9 +188,10 @@ pub struct EngineConfig {
     /// dispatch); `auto`: all workers plus `synthesis_concurrency`.
     pub dispatch_bound: Auto<usize>,
     /// Partitions whose witness is made in parallel parts (through
-    /// `cuzk_synth::PartsGate`: PoRep's), started or finished and not yet
-    /// taken by a GPU worker, at most per priority class and those above
-    /// it: such a witness starts its parts only while there is room. A
+    /// `cuzk_synth::PartsGate`: PoRep's, the built-in `porep:K`'s),
+    /// started or finished and not yet taken by a GPU worker, at most per
+    /// priority class and those above it: such a witness starts its parts
+    /// only while there is room. A
     /// witness made on every core faster than the GPU proves it then stops a
     /// few partitions ahead instead of filling host memory with finished
     /// witnesses. Witnesses made on one thread are not counted. `auto`: two
