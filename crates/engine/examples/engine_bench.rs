@@ -25,7 +25,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use cuzk_engine::bench::{BenchParams, ParamsSource};
 use cuzk_engine::{Auto, Engine, EngineConfig, ShapeId};
-use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::circuits::{BuiltinCircuit, CircuitSpec};
 
 struct Args {
     circuit: CircuitSpec,
@@ -120,7 +120,15 @@ fn main() -> Result<()> {
             let spec = spec.clone();
             Arc::new(move |seed| spec.build(seed))
         };
-        cuzk_engine::bench::warm_up(&engine, &shape, &params.params, |s| circuit(s))?;
+        // Built-in circuits' own witness synthesis (porep:K writes its parts
+        // in parallel straight into place), as `cuzk bench` and the daemon use.
+        cuzk_engine::bench::warm_up_with(
+            &engine,
+            &shape,
+            &params.params,
+            |s| circuit(s),
+            BuiltinCircuit::witness,
+        )?;
         let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
             &engine,
             &shape,
@@ -128,7 +136,7 @@ fn main() -> Result<()> {
             args.jobs,
             args.partitions,
             |s| circuit(s),
-            cuzk_synth::Witness::synthesize_with_capacity,
+            BuiltinCircuit::witness,
         )?;
         anyhow::ensure!(
             proofs.len() == args.jobs * args.partitions,

@@ -24,7 +24,7 @@ use cuzk_synth::{Abc, Density, Pce};
 use group::Group;
 
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
-use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine};
+use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine, MsmConfig};
 use crate::ntt::GpuNtt;
 use crate::prover::{
     AbcInput, AbcPlacement, MsmResults, Prover, ProverInput, StageTimings, Staged,
@@ -272,10 +272,15 @@ impl GpuProver {
         }
         let gpu = Gpu::get(ordinal)?;
         gpu.set_memory_limit(options.memory_limit)?;
+        // The MSM scratch sized for the (limited) card: on a 16 GiB card
+        // fewer entries per sorting pass, so a 2^24 partition fits at all.
+        let (_, total) = gpu.mem_info()?;
+        let msm_config = MsmConfig::for_device_memory(total);
+        tracing::debug!(gpu = ordinal, total, ?msm_config, "MSM configuration");
         Ok(GpuProver {
             options,
             ntt: GpuNtt::new(gpu.clone()),
-            msm: GpuMsm::new(gpu.clone()),
+            msm: GpuMsm::with_config(gpu.clone(), msm_config),
             spmv: GpuSpmv::new(gpu.clone()),
             pces: Mutex::new(Vec::new()),
             gpu,

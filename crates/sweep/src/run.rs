@@ -12,7 +12,7 @@ use anyhow::{Context, Result, ensure};
 use cuzk_engine::bench::grid::{Grid, Point};
 use cuzk_engine::bench::{self, BenchParams, BenchReport, Machine, ParamsSource, Spread};
 use cuzk_engine::{Engine, EngineConfig, ShapeId, TimelineData};
-use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::circuits::{BuiltinCircuit, CircuitSpec};
 
 use crate::report::{
     Derived, Failure, PointResult, Resolved, StageMedian, SweepDoc, SweepSetup, file_safe, stem,
@@ -181,13 +181,25 @@ fn run_point(
     let shape = ShapeId(spec.to_string());
     let circuit = |seed| spec.build(seed);
     let t = Instant::now();
-    bench::warm_up(&engine, &shape, &params.params, circuit)?;
+    bench::warm_up_with(
+        &engine,
+        &shape,
+        &params.params,
+        circuit,
+        BuiltinCircuit::witness,
+    )?;
     let warm_s = t.elapsed().as_secs_f64();
 
     let mut runs: Vec<(BenchReport, TimelineData)> = Vec::with_capacity(plan.repeats);
     for repeat in 0..plan.repeats {
-        let (proofs, report, timeline) =
-            bench::measure(&engine, &shape, &params.params, plan.partitions, circuit)?;
+        let (proofs, report, timeline) = bench::measure_with(
+            &engine,
+            &shape,
+            &params.params,
+            plan.partitions,
+            circuit,
+            BuiltinCircuit::witness,
+        )?;
         ensure!(
             proofs.len() == plan.partitions,
             "{} proofs for {} partitions",

@@ -147,14 +147,13 @@ impl Witness {
     /// more or fewer aux values than `per`. Parts run on rayon's pool, each
     /// as a task of its own, started in the order given (after the parts
     /// queued before them); the calling thread waits for them.
-    pub fn fill_parts<P, F>(mut self, parts: Vec<P>, aux: usize, synth: F) -> Result<Witness>
+    pub fn fill_parts<P, F>(self, parts: Vec<P>, aux: usize, synth: F) -> Result<Witness>
     where
         P: Send,
         F: Fn(&mut PartCs<'_>, P) -> std::result::Result<(), SynthError> + Sync,
     {
         let n = parts.len();
-        let head_aux = self.aux.len();
-        let rest = aux.checked_sub(head_aux);
+        let rest = aux.checked_sub(self.aux.len());
         let per = match rest {
             Some(rest) if n > 0 && rest % n == 0 => rest / n,
             _ if n == 0 && rest == Some(0) => return Ok(self),
@@ -165,17 +164,34 @@ impl Witness {
                 });
             }
         };
+        self.fill_sized_parts(parts.into_iter().map(|p| (per, p)).collect(), synth)
+    }
+
+    /// [`Witness::fill_parts`] for parts of known but unequal sizes: each
+    /// part comes with the number of aux values of its own, and part k's
+    /// are written after the head's and those of parts 0..k. A part with
+    /// more or fewer aux values than it said is refused
+    /// ([`SynthError::PartMismatch`], `what: "aux count"`).
+    pub fn fill_sized_parts<P, F>(mut self, parts: Vec<(usize, P)>, synth: F) -> Result<Witness>
+    where
+        P: Send,
+        F: Fn(&mut PartCs<'_>, P) -> std::result::Result<(), SynthError> + Sync,
+    {
+        let n = parts.len();
+        let head_aux = self.aux.len();
+        let total: usize = parts.iter().map(|(size, _)| size).sum();
         let head = Witness {
             inputs: self.inputs.clone(),
             aux: self.aux.clone(),
         };
-        self.aux.reserve_exact(n * per);
-        let spare = &mut self.aux.spare_capacity_mut()[..n * per];
-        let slots: Vec<&mut [MaybeUninit<Scalar>]> = if per == 0 {
-            (0..n).map(|_| Default::default()).collect()
-        } else {
-            spare.chunks_mut(per).collect()
-        };
+        self.aux.reserve_exact(total);
+        let mut spare = &mut self.aux.spare_capacity_mut()[..total];
+        let mut work = Vec::with_capacity(n);
+        for (size, p) in parts {
+            let (slot, after) = std::mem::take(&mut spare).split_at_mut(size);
+            spare = after;
+            work.push((slot, p));
+        }
         // Each part is a task of its own in rayon's pool, and this thread
         // waits outside the pool: a part never waits for anything, so no
         // pool thread holds one witness's part on its stack while it runs
@@ -185,12 +201,7 @@ impl Witness {
         let mut results: Vec<Option<Result<Vec<Scalar>>>> = (0..n).map(|_| None).collect();
         let (synth, head) = (&synth, &head);
         rayon::in_place_scope(|scope| {
-            for (part, ((slot, p), out)) in slots
-                .into_iter()
-                .zip(parts)
-                .zip(results.iter_mut())
-                .enumerate()
-            {
+            for (part, ((slot, p), out)) in work.into_iter().zip(results.iter_mut()).enumerate() {
                 scope.spawn(move |_| {
                     let mut cs = PartCs::new(head, slot);
                     *out = Some(synth(&mut cs, p).and_then(|()| cs.finish(part)));
@@ -206,11 +217,12 @@ impl Witness {
                 }))
             })
             .collect::<Result<Vec<Vec<Scalar>>>>()?;
-        // SAFETY: every part wrote each of the `per` places of its slot
-        // exactly once (`PartCs::finish` checked it saw exactly head +
-        // `per` aux values, written in order), so the first head_aux +
-        // n * per values are initialized; the capacity was reserved above.
-        unsafe { self.aux.set_len(head_aux + n * per) };
+        // SAFETY: every part wrote each place of its slot exactly once
+        // (`PartCs::finish` checked it saw exactly head + slot-length aux
+        // values, written in order), the slots tile the first `total`
+        // places after the head, so the first head_aux + total values are
+        // initialized; the capacity was reserved above.
+        unsafe { self.aux.set_len(head_aux + total) };
         for inputs in own_inputs {
             self.inputs.extend_from_slice(&inputs);
         }

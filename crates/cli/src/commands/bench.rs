@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use bellperson::groth16::Parameters;
 use cuzk_engine::{Engine, EngineConfig, ParamsRef, ProofRequest, ShapeId};
 use cuzk_groth16_cuda::Bls12;
-use cuzk_synth::circuits::CircuitSpec;
+use cuzk_synth::circuits::{BuiltinCircuit, CircuitSpec};
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
@@ -236,6 +236,7 @@ fn in_process(args: &BenchArgs) -> Result<InProcess> {
                 .map(|s| spec.build(s))
                 .collect();
             let mut request = ProofRequest::new(ShapeId(spec.to_string()), params.clone(), parts)
+                .with_witness(BuiltinCircuit::witness)
                 .with_priority(args.priority.into());
             if let Some(seed) = args.rs_seed {
                 request = request.with_randomness(seeded_randomness(

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use cuzk_engine::{ParamsRef, ProofRequest, ShapeId};
+use cuzk_synth::circuits::Instance;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
@@ -119,6 +120,7 @@ impl Service {
                 checked.params.params,
                 parts,
             )
+            .with_witness(Instance::witness)
             .with_priority(checked.priority);
             if let Some(file) = checked.params.file {
                 request = request.with_params_file(file);

@@ -270,6 +270,63 @@ impl Default for MsmConfig {
     }
 }
 
+impl MsmConfig {
+    /// An upper bound on the device scratch (bytes) MSMs of up to `n`
+    /// scalars on both curves need with this configuration
+    /// ([`GpuMsm::scratch_bound`]).
+    pub fn scratch_bound(&self, n: usize) -> u64 {
+        let n = n.max(1);
+        let per_scalar = 40 * n as u64;
+        let curve = |point_bytes: u64| {
+            let c = match self.window_bits {
+                Some(c) => c.clamp(MIN_WINDOW, MAX_WINDOW),
+                None => window_bits(n, self.max_bucket_bytes / point_bytes),
+            };
+            let nb = plan::buckets_per_window(c);
+            let group = u64::from(plan::windows_per_pass(n, c, self.max_entries_per_pass));
+            let entries = n as u64 * group;
+            // Segments hold at least 32 entries, so level 1 has at most
+            // entries / 32 (+1) partial sums; level 2 a 1/PARTIALS_PER of that.
+            let lists = (entries / 32 + 1) * (4 + point_bytes) * 2;
+            let sort = 8 * entries + 8 * group * nb + 64;
+            let buckets = u64::from(windows(c)) * nb * point_bytes;
+            (sort, buckets + lists)
+        };
+        let (sort1, own1) = curve(4 * 48);
+        let (sort2, own2) = curve(4 * 96);
+        // Scan levels, the output point and the density stand-ins: small.
+        per_scalar + sort1.max(sort2) + own1 + own2 + (16 << 20)
+    }
+
+    /// Bytes of scratch per (bucket, point) entry of a pass, both curves
+    /// held at once: 8 sorted, and each curve's first-level partial sums
+    /// (one per 32 entries at most, point and index, two copies).
+    const SCRATCH_PER_ENTRY: u64 = 8 + 2 * (4 + 4 * 48) / 32 + 2 * (4 + 4 * 96) / 32;
+
+    /// The default configuration, with the scratch sized for a card of
+    /// `total` bytes of device memory (a `device_memory_limit`, or the
+    /// card's own): the entries of a sorting pass take at most a fifth of
+    /// it, and the buckets an eighth (both as in [`MsmConfig::default`]
+    /// on a card of 64 GiB or more). Fewer entries per pass mean more passes
+    /// over the same entries; narrower windows, more entries. On a
+    /// 16 GiB card a 2^24-scalar MSM's scratch bound drops from 14.4 GB to
+    /// 6.4 GB (10.6 GB on a 32 GiB card; tested below).
+    pub fn for_device_memory(total: u64) -> MsmConfig {
+        let default = MsmConfig::default();
+        let room = total / 5 / Self::SCRATCH_PER_ENTRY;
+        let entries = if room == 0 {
+            1
+        } else {
+            1usize << room.ilog2().min(usize::BITS - 1)
+        };
+        MsmConfig {
+            max_entries_per_pass: entries.clamp(1 << 20, default.max_entries_per_pass),
+            max_bucket_bytes: (total / 8).clamp(64 << 20, default.max_bucket_bytes),
+            ..default
+        }
+    }
+}
+
 /// Variants of the bucket accumulation kernel (kernels/msm/pippenger.cuh,
 /// `msm_accumulate`), which does nearly all of an MSM's additions.
 ///
@@ -473,31 +530,7 @@ impl GpuMsm {
     /// curve's buckets and first-level partial sums. The scratch only
     /// grows, so this is what a caller reserves once per `GpuMsm`.
     pub fn scratch_bound(&self, n: usize) -> u64 {
-        let n = n.max(1);
-        let per_scalar = 40 * n as u64;
-        let curve = |point_bytes: u64| {
-            let c = match self.config.window_bits {
-                Some(c) => c.clamp(MIN_WINDOW, MAX_WINDOW),
-                None => window_bits(n, self.config.max_bucket_bytes / point_bytes),
-            };
-            let nb = plan::buckets_per_window(c);
-            let group = u64::from(plan::windows_per_pass(
-                n,
-                c,
-                self.config.max_entries_per_pass,
-            ));
-            let entries = n as u64 * group;
-            // Segments hold at least 32 entries, so level 1 has at most
-            // entries / 32 (+1) partial sums; level 2 a 1/PARTIALS_PER of that.
-            let lists = (entries / 32 + 1) * (4 + point_bytes) * 2;
-            let sort = 8 * entries + 8 * group * nb + 64;
-            let buckets = u64::from(windows(c)) * nb * point_bytes;
-            (sort, buckets + lists)
-        };
-        let (sort1, own1) = curve(4 * 48);
-        let (sort2, own2) = curve(4 * 96);
-        // Scan levels, the output point and the density stand-ins: small.
-        per_scalar + sort1.max(sort2) + own1 + own2 + (16 << 20)
+        self.config.scratch_bound(n)
     }
 
     /// The phase times of the latest call, when [`MsmConfig::profile`] is
@@ -1173,5 +1206,65 @@ impl Run<'_> {
         let mut host = out.download()?;
         host.truncate(4 * w_all as usize);
         Ok(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn scratch_follows_the_device_memory() {
+        let n = 1 << 24;
+        let full = MsmConfig::default().scratch_bound(n);
+        // The default (measured at 2^24 on the H200) is what a large card gets.
+        assert_eq!(
+            MsmConfig::for_device_memory(141 * GIB),
+            MsmConfig::default()
+        );
+        assert_eq!(MsmConfig::for_device_memory(64 * GIB), MsmConfig::default());
+        let c32 = MsmConfig::for_device_memory(32 * GIB);
+        let c16 = MsmConfig::for_device_memory(16 * GIB);
+        assert_eq!(c32.max_entries_per_pass, 1 << 27);
+        assert_eq!(c16.max_entries_per_pass, 1 << 26);
+        assert_eq!(c16.max_bucket_bytes, 2 * GIB);
+        let (b32, b16) = (c32.scratch_bound(n), c16.scratch_bound(n));
+        eprintln!("scratch bound at 2^24: {full} (default), {b32} (32 GiB), {b16} (16 GiB)");
+        assert!(full > 14_000_000_000 && full < 14_500_000_000, "{full}");
+        assert!(b16 < 6_500_000_000, "{b16}");
+        assert!(b16 < b32 && b32 < full);
+        // A fifth of the card for entries, an eighth for buckets: room for
+        // the staged vectors and a partition's parameters beside it.
+        for total in [6 * GIB, 8 * GIB, 12 * GIB, 16 * GIB, 24 * GIB, 32 * GIB] {
+            let c = MsmConfig::for_device_memory(total);
+            assert!(c.max_entries_per_pass.is_power_of_two());
+            assert!(
+                c.max_entries_per_pass as u64 * MsmConfig::SCRATCH_PER_ENTRY <= total / 5
+                    || c.max_entries_per_pass == 1 << 20
+            );
+            assert!(c.max_bucket_bytes <= total / 8);
+        }
+        // Tiny or absurd totals stay within the kernels' ranges.
+        for total in [0, 1, 1 << 20] {
+            let c = MsmConfig::for_device_memory(total);
+            assert_eq!(c.max_entries_per_pass, 1 << 20);
+            assert_eq!(c.max_bucket_bytes, 64 << 20);
+            assert!(c.scratch_bound(n) > 0);
+        }
+        assert_eq!(MsmConfig::for_device_memory(u64::MAX), MsmConfig::default());
+    }
+
+    #[test]
+    fn scratch_bound_only_grows_with_the_scalars() {
+        for c in [MsmConfig::default(), MsmConfig::for_device_memory(16 * GIB)] {
+            let mut last = 0;
+            for k in 0..=27 {
+                let b = c.scratch_bound(1 << k);
+                assert!(b >= last, "2^{k}");
+                last = b;
+            }
+        }
     }
 }

@@ -352,6 +352,15 @@ impl CircuitSpec {
     }
 }
 
+impl Instance {
+    /// This instance's witness, by the fastest way its family has
+    /// ([`BuiltinCircuit::witness`]): what the engine's
+    /// `ProofRequest::with_witness` takes for built-in circuits.
+    pub fn witness(self, inputs: usize, aux: usize) -> crate::Result<crate::Witness> {
+        self.spec.build(self.witness_seed).witness(inputs, aux)
+    }
+}
+
 impl Circuit<Scalar> for Instance {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
         self.spec.build(self.witness_seed).synthesize(cs)
@@ -369,6 +378,20 @@ pub enum BuiltinCircuit {
     RepeatedVars(RepeatedVars),
     ConstantOnly(ConstantOnly),
     Parts(Parts),
+}
+
+impl BuiltinCircuit {
+    /// The circuit's witness, with the sizes its PCE has reserved: `porep`
+    /// writes its parts in parallel straight into place
+    /// ([`PorepShaped::witness`]), the others synthesize on the witness
+    /// system ([`crate::Witness::synthesize_with_capacity`]). The same
+    /// values either way.
+    pub fn witness(self, inputs: usize, aux: usize) -> crate::Result<crate::Witness> {
+        match self {
+            BuiltinCircuit::PorepShaped(c) => c.witness(inputs, aux),
+            other => crate::Witness::synthesize_with_capacity(other, inputs, aux),
+        }
+    }
 }
 
 impl Circuit<Scalar> for BuiltinCircuit {

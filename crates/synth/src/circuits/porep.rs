@@ -46,10 +46,10 @@ use bellperson::{Circuit, ConstraintSystem, SynthesisError, Variable};
 use blstrs::Scalar;
 use ff::Field;
 use rand_core::RngCore;
-use rayon::prelude::*;
 
 use super::{Family, below, check_size, random_nonzero, structure_rng, witness_rng};
 use crate::gate::PartsGate;
+use crate::witness::{Witness, WitnessCs};
 
 /// See the module docs of `porep`.
 #[derive(Clone, Debug)]
@@ -76,6 +76,47 @@ impl PorepShaped {
     pub fn sequential(mut self) -> Self {
         self.sequential = true;
         self
+    }
+
+    /// The circuit's witness, each part synthesized in parallel straight
+    /// into its place in the whole witness ([`Witness::fill_sized_parts`]:
+    /// no buffer per part, nothing copied afterwards; every row allocates
+    /// one aux value, so a part's size is its row count), through
+    /// [`PartsGate::global`]. The same values as
+    /// [`Witness::synthesize_with_capacity`] of the circuit; `inputs` and
+    /// `aux` are the sizes the PCE has, and sizes other than this circuit's
+    /// fall back to that (whose result the caller then finds different).
+    pub fn witness(self, inputs: usize, aux: usize) -> crate::Result<Witness> {
+        let _s = tracing::info_span!("witness", aux).entered();
+        if check_size(self.family(), self.log_rows).is_err() || self.bool_percent > 100 {
+            return Err(SynthesisError::Unsatisfiable.into());
+        }
+        let rows = (1usize << self.log_rows) - (PUBLIC_INPUTS + 1);
+        let parts = part_count(rows);
+        if self.sequential || parts == 1 || inputs != PUBLIC_INPUTS + 1 || aux != rows {
+            return Witness::synthesize_with_capacity(self, inputs, aux);
+        }
+        let head = WitnessCs::with_capacity(inputs, aux).into_witness();
+        let sized = (0..parts)
+            .map(|index| {
+                let part = Part::new(&self, rows, parts, index);
+                (part.rows, part)
+            })
+            .collect();
+        let pass = PartsGate::global().enter(parts);
+        let w = head.fill_sized_parts(sized, |cs, part| {
+            let done = part.synthesize(cs);
+            pass.part_done();
+            done.map_err(Into::into)
+        });
+        drop(pass);
+        w
+    }
+
+    fn family(&self) -> Family {
+        Family::PorepShaped {
+            bool_percent: self.bool_percent,
+        }
     }
 }
 
@@ -277,10 +318,7 @@ impl Part {
 
 impl Circuit<Scalar> for PorepShaped {
     fn synthesize<CS: ConstraintSystem<Scalar>>(self, cs: &mut CS) -> Result<(), SynthesisError> {
-        let family = Family::PorepShaped {
-            bool_percent: self.bool_percent,
-        };
-        check_size(family, self.log_rows)?;
+        check_size(self.family(), self.log_rows)?;
         if self.bool_percent > 100 {
             return Err(SynthesisError::Unsatisfiable);
         }
@@ -290,21 +328,31 @@ impl Circuit<Scalar> for PorepShaped {
             // Circuits synthesized at once take rayon's pool in turn, as
             // PoRep's partitions do, so the first finishes first.
             let pass = PartsGate::global().enter(parts);
-            let made = (0..parts)
-                .into_par_iter()
-                .map(|index| {
-                    let mut part = CS::new();
-                    let done = part
-                        .alloc_input(|| "temp ONE", || Ok(Scalar::ONE))
-                        .and_then(|_| {
-                            Part::new(&self, rows, parts, index)
-                                .synthesize(&mut part.namespace(|| format!("part {index}")))
-                        });
-                    pass.part_done();
-                    done.map(|()| part)
-                })
-                .collect::<Result<Vec<CS>, SynthesisError>>();
+            // Each part a task of its own, queued from outside the pool in
+            // order (no joins: see `Witness::fill_sized_parts`).
+            let mut made: Vec<Option<Result<CS, SynthesisError>>> =
+                (0..parts).map(|_| None).collect();
+            let (this, pass_ref) = (&self, &pass);
+            rayon::in_place_scope(|scope| {
+                for (index, out) in made.iter_mut().enumerate() {
+                    scope.spawn(move |_| {
+                        let mut part = CS::new();
+                        let done = part
+                            .alloc_input(|| "temp ONE", || Ok(Scalar::ONE))
+                            .and_then(|_| {
+                                Part::new(this, rows, parts, index)
+                                    .synthesize(&mut part.namespace(|| format!("part {index}")))
+                            });
+                        pass_ref.part_done();
+                        *out = Some(done.map(|()| part));
+                    });
+                }
+            });
             drop(pass);
+            let made = made
+                .into_iter()
+                .map(|m| m.unwrap_or(Err(SynthesisError::AssignmentMissing)))
+                .collect::<Result<Vec<CS>, SynthesisError>>();
             for part in &made? {
                 cs.extend(part);
             }
@@ -325,6 +373,7 @@ mod tests {
     use crate::circuits::tests::Recorder;
     use bellperson::util_cs::test_cs::TestConstraintSystem;
     use bellperson::{Index, LinearCombination};
+    use rayon::prelude::*;
 
     /// Counts what a PCE would store, without keeping anything: rows, and
     /// nonzero coefficients per matrix. Calls the value closures like a
@@ -512,6 +561,11 @@ mod tests {
             let w = Witness::synthesize(circuit()).unwrap();
             assert_eq!(w, Witness::synthesize(circuit().sequential()).unwrap());
             crate::evaluate(&parallel, &w).expect("the parallel witness satisfies the PCE");
+            // Parts written in place give the same values.
+            let in_place = circuit()
+                .witness(parallel.num_inputs, parallel.num_aux)
+                .unwrap();
+            assert_eq!(in_place, w, "porep:{k}:{p} in place");
         }
         assert_eq!(part_count((1 << 12) - 5), 3);
         assert_eq!(part_count((1 << 24) - 5), MAX_PARTS);
@@ -536,6 +590,51 @@ mod tests {
             let alone = Witness::synthesize(PorepShaped::new(12, 50, seed as u64).sequential());
             assert_eq!(w, &alone.unwrap(), "seed {seed}");
         }
+    }
+
+    #[test]
+    fn parts_in_place_on_a_small_pool_and_with_other_sizes() {
+        use crate::Witness;
+        let sizes = |k: u32| (1 + PUBLIC_INPUTS, (1usize << k) - (PUBLIC_INPUTS + 1));
+        // Several at once from a 2-thread pool's own threads (as the
+        // engine's synthesis threads may be), 3 and 64 parts each.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for k in [12, 17] {
+            let (inputs, aux) = sizes(k);
+            let made: Vec<Witness> = pool.install(|| {
+                (0..6u64)
+                    .into_par_iter()
+                    .map(|seed| PorepShaped::new(k, 50, seed).witness(inputs, aux).unwrap())
+                    .collect()
+            });
+            for (seed, w) in made.iter().enumerate() {
+                let alone = Witness::synthesize(PorepShaped::new(k, 50, seed as u64).sequential());
+                assert_eq!(w, &alone.unwrap(), "porep:{k} seed {seed}");
+                assert_eq!((w.inputs.len(), w.aux.len()), (inputs, aux));
+            }
+        }
+        // Sizes of another shape: the ordinary synthesis, the same values.
+        let (inputs, aux) = sizes(12);
+        let reference = Witness::synthesize(PorepShaped::new(12, 50, 9).sequential()).unwrap();
+        for (i, a) in [
+            (inputs, aux + 1),
+            (inputs, aux - 1),
+            (0, 0),
+            (inputs + 2, aux),
+        ] {
+            let w = PorepShaped::new(12, 50, 9).witness(i, a).unwrap();
+            assert_eq!(w, reference, "hint ({i}, {a})");
+        }
+        // Through the built-in circuit and its instance.
+        let spec: CircuitSpec = "porep:12".parse().unwrap();
+        let via_instance = spec.instance(9).witness(inputs, aux).unwrap();
+        assert_eq!(via_instance, reference);
+        // Out of range sizes are refused, not attempted.
+        assert!(PorepShaped::new(40, 50, 1).witness(0, 0).is_err());
+        assert!(PorepShaped::new(12, 101, 1).witness(inputs, aux).is_err());
     }
 
     /// Larger sizes through the counting CS: `CUZK_TEST_LOG2=20` for the
