@@ -20,6 +20,17 @@ use ff::Field;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+/// The tests of this binary share one device in one process: the one that
+/// asks the driver for more memory than the card has holds this for writing,
+/// every other test for reading, so none allocates while the driver is
+/// refusing it (on the H200 a 192-byte allocation of another test failed
+/// while it ran).
+static DEVICE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    DEVICE.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn bytes(p: &Proof<Bls12>) -> Vec<u8> {
     let mut v = Vec::with_capacity(192);
     p.write(&mut v).unwrap();
@@ -35,6 +46,7 @@ fn large_log2() -> u32 {
 
 #[test]
 fn gpu_proofs_are_byte_identical_to_bellperson() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("gpu_proofs_are_byte_identical_to_bellperson") else {
         return;
     };
@@ -90,6 +102,7 @@ fn gpu_proofs_are_byte_identical_to_bellperson() {
 
 #[test]
 fn gpu_refuses_mismatched_parameters() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("gpu_refuses_mismatched_parameters") else {
         return;
     };
@@ -119,6 +132,7 @@ fn gpu_refuses_mismatched_parameters() {
 /// over many chunks, some with no used variable.
 #[test]
 fn streamed_parameters_give_the_same_proofs() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("streamed_parameters_give_the_same_proofs") else {
         return;
     };
@@ -170,6 +184,7 @@ fn streamed_parameters_give_the_same_proofs() {
 /// Every device stage is timed with CUDA events, and the times are sane.
 #[test]
 fn gpu_stages_are_timed_with_events() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("gpu_stages_are_timed_with_events") else {
         return;
     };
@@ -217,6 +232,7 @@ fn gpu_stages_are_timed_with_events() {
 /// numbers, not a crash, and the GPU stays usable afterwards.
 #[test]
 fn out_of_device_memory_is_a_clear_error() {
+    let _device = DEVICE.write().unwrap_or_else(|p| p.into_inner());
     let Some(_) = gpu_or_skip("out_of_device_memory_is_a_clear_error") else {
         return;
     };
@@ -254,6 +270,7 @@ fn out_of_device_memory_is_a_clear_error() {
 /// refused with the same constraint index as the CPU check names.
 #[test]
 fn gpu_abc_refuses_an_unsatisfying_witness() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("gpu_abc_refuses_an_unsatisfying_witness") else {
         return;
     };
@@ -285,6 +302,7 @@ fn gpu_abc_refuses_an_unsatisfying_witness() {
 /// on the device when the PCE fits (and then resident after a proof).
 #[test]
 fn the_abc_placement_says_why() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("the_abc_placement_says_why") else {
         return;
     };
@@ -324,6 +342,7 @@ fn the_abc_placement_says_why() {
 /// gpu_setup.rs): GPU proofs equal bellperson's `create_proof` and verify.
 #[test]
 fn every_family_at_the_large_size_with_real_parameters() {
+    let _device = shared();
     let Some(_) = gpu_or_skip("every_family_at_the_large_size_with_real_parameters") else {
         return;
     };
