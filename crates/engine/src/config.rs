@@ -226,6 +226,10 @@ pub struct EngineConfig {
     /// Where the GPU backend keeps parameters: `auto`, `resident` or
     /// `streamed`.
     pub gpu_params: GpuParams,
+    /// Page-lock streamed parameter sets' host copies (copied at the
+    /// link's full speed, under the previous chunk's MSM); false: copied
+    /// from pageable memory.
+    pub gpu_pin_streamed: bool,
     /// Let the GPU backend compute a/b/c itself from the circuit's matrices
     /// kept in device memory (only the witness crosses PCIe) when they fit;
     /// false: a/b/c on the CPU, uploaded.
@@ -250,6 +254,7 @@ impl Default for EngineConfig {
             device_memory_limit: None,
             gpus: None,
             gpu_params: GpuParams::Auto,
+            gpu_pin_streamed: true,
             gpu_abc: true,
             timeline_capacity: 1 << 20,
         }

@@ -211,6 +211,33 @@ impl Timeline {
         }
     }
 
+    /// Totals of work that overlapped a phase's stages (the backend's
+    /// [`StageTimings::overlapped`](cuzk_groth16_cuda::StageTimings)), one
+    /// span each from the phase's `start`, a level below the stages, with
+    /// the backend's note.
+    pub(crate) fn record_overlapped(
+        &self,
+        template: (u64, u32, Lane, usize),
+        start: Instant,
+        totals: &[(&'static str, Duration, String)],
+    ) {
+        let (job, partition, lane, worker) = template;
+        let at = self.micros(start);
+        for (stage, d, note) in totals {
+            self.record(Span {
+                job,
+                partition,
+                worker,
+                lane,
+                stage,
+                start_us: at,
+                end_us: at + d.as_micros() as u64,
+                depth: 2,
+                note: Some(Arc::from(note.as_str())),
+            });
+        }
+    }
+
     /// A copy of the spans kept now.
     pub fn snapshot(&self) -> TimelineData {
         TimelineData {
@@ -528,6 +555,34 @@ mod tests {
         assert_eq!((epi.count, epi.median_ms), (3, 0.1));
         assert_eq!(s.stages[0].stage, "prep");
         assert!(s.to_string().contains("busy 85.7%"), "{s}");
+    }
+
+    #[test]
+    fn overlapped_totals_sit_below_the_stages_with_their_note() {
+        let t = Timeline::new(10);
+        let start = Instant::now();
+        t.record_substages(
+            (1, 0, Lane::Device(0), 0),
+            start,
+            &[
+                ("msm h", Duration::from_millis(4)),
+                ("msm l", Duration::from_millis(2)),
+            ],
+        );
+        t.record_overlapped(
+            (1, 0, Lane::Device(0), 0),
+            start,
+            &[("streamed h2d", Duration::from_millis(3), "3 GB/s".into())],
+        );
+        let spans = t.snapshot().spans;
+        let h2d = spans.iter().find(|s| s.stage == "streamed h2d").unwrap();
+        let h = spans.iter().find(|s| s.stage == "msm h").unwrap();
+        let l = spans.iter().find(|s| s.stage == "msm l").unwrap();
+        // From the phase's start, over the stages, which keep their places.
+        assert_eq!((h2d.start_us, h2d.depth), (h.start_us, 2));
+        assert_eq!(h2d.end_us - h2d.start_us, 3000);
+        assert_eq!(l.start_us, h.end_us);
+        assert_eq!(h2d.note.as_deref(), Some("3 GB/s"));
     }
 
     #[test]

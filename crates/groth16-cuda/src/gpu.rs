@@ -10,16 +10,22 @@
 //! Parameters stay resident on the device when they fit beside the proofs'
 //! working memory ([`ParamsPlacement::Auto`]); otherwise every MSM streams
 //! its bases from host memory in chunks of [`GpuOptions::stream_chunk`]
-//! variables, one chunk on the device at a time. Device memory is checked
+//! variables: the set's host vectors are page-locked once
+//! ([`GpuOptions::pin_streamed`]), and the next chunk is copied on a copy
+//! stream while the MSM of the current one runs (two chunk buffers on the
+//! device). Device memory is checked
 //! before it is allocated: a proof that cannot fit fails with
 //! [`Groth16Error::DeviceOutOfMemory`] naming what was needed and what was
 //! free. Each device stage is timed with CUDA events
 //! ([`StageTimings::gpu`](crate::StageTimings::gpu)).
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G2Affine, Scalar};
+use cudarc::driver::{CudaStream, DevicePtrMut, result as cu_result};
+use cuzk_pinned_pool::{Pool, PoolConfig, RegisteredShared};
 use cuzk_synth::{Abc, Density, Pce};
 use group::Group;
 
@@ -67,6 +73,60 @@ impl WeakQueries {
             b_g2: Arc::downgrade(&p.b_g2),
         }
     }
+}
+
+/// A streamed parameter set's host queries, page-locked for as long as the
+/// set lives (each query registered with the driver, `None` where the
+/// driver refused: that query streams from pageable memory).
+struct PinnedQueries {
+    host: WeakQueries,
+    h: Option<RegisteredShared<G1Affine>>,
+    l: Option<RegisteredShared<G1Affine>>,
+    a: Option<RegisteredShared<G1Affine>>,
+    b_g1: Option<RegisteredShared<G1Affine>>,
+    b_g2: Option<RegisteredShared<G2Affine>>,
+}
+
+impl PinnedQueries {
+    fn is(&self, p: &Parameters<Bls12>) -> bool {
+        let w = &self.host;
+        std::ptr::eq(w.h.as_ptr(), Arc::as_ptr(&p.h))
+            && std::ptr::eq(w.l.as_ptr(), Arc::as_ptr(&p.l))
+            && std::ptr::eq(w.a.as_ptr(), Arc::as_ptr(&p.a))
+            && std::ptr::eq(w.b_g1.as_ptr(), Arc::as_ptr(&p.b_g1))
+            && std::ptr::eq(w.b_g2.as_ptr(), Arc::as_ptr(&p.b_g2))
+    }
+
+    /// Whether nobody but these registrations holds any of the queries
+    /// (the set was evicted or dropped): then they are let go.
+    fn orphaned(&self) -> bool {
+        fn others<T>(w: &Weak<Vec<T>>, held: bool) -> usize {
+            w.strong_count().saturating_sub(usize::from(held))
+        }
+        let w = &self.host;
+        others(&w.h, self.h.is_some()) == 0
+            && others(&w.l, self.l.is_some()) == 0
+            && others(&w.a, self.a.is_some()) == 0
+            && others(&w.b_g1, self.b_g1.is_some()) == 0
+            && others(&w.b_g2, self.b_g2.is_some()) == 0
+    }
+
+    fn pinned_bytes(&self) -> u64 {
+        fn bytes<T>(r: &Option<RegisteredShared<T>>) -> u64 {
+            r.as_ref()
+                .filter(|r| r.is_pinned())
+                .map_or(0, |r| size_of_val(&**r) as u64)
+        }
+        bytes(&self.h) + bytes(&self.l) + bytes(&self.a) + bytes(&self.b_g1) + bytes(&self.b_g2)
+    }
+}
+
+/// Copy time and bytes of a streamed proof's parameter uploads.
+#[derive(Clone, Copy, Debug, Default)]
+struct StreamedCopies {
+    bytes: u64,
+    /// GPU time of the copies themselves (CUDA events around each).
+    copy: Duration,
 }
 
 impl ResidentParams {
@@ -124,8 +184,14 @@ pub enum ParamsPlacement {
 pub struct GpuOptions {
     pub params: ParamsPlacement,
     /// Variables per streamed MSM chunk (the bases of the used ones are on
-    /// the device at once).
+    /// the device at once, twice: the chunk being summed and the next one
+    /// being copied).
     pub stream_chunk: usize,
+    /// Page-lock a streamed parameter set's host vectors (once per set,
+    /// `cuMemHostRegister`; undone when the set is let go), so chunks are
+    /// copied at the link's full speed and under the previous chunk's MSM;
+    /// false: copied from pageable memory, one after the other.
+    pub pin_streamed: bool,
     /// Given [`AbcInput::FromPce`], evaluate a/b/c on the GPU from a PCE
     /// kept in device memory (uploaded once per shape) and check the
     /// witness there, uploading only the witness; else on the CPU.
@@ -142,6 +208,7 @@ impl Default for GpuOptions {
         GpuOptions {
             params: ParamsPlacement::Auto,
             stream_chunk: 1 << 22,
+            pin_streamed: true,
             gpu_abc: true,
             memory_limit: None,
         }
@@ -204,6 +271,15 @@ fn take_orphans(cache: &mut Vec<Arc<ResidentParams>>) -> Vec<Arc<ResidentParams>
     orphans
 }
 
+/// Takes out of `cache` the page-locked sets nobody else holds now.
+fn take_pinned_orphans(cache: &mut Vec<Arc<PinnedQueries>>) -> Vec<Arc<PinnedQueries>> {
+    let (orphans, kept): (Vec<_>, Vec<_>) = std::mem::take(cache)
+        .into_iter()
+        .partition(|p| p.orphaned() && Arc::strong_count(p) == 1);
+    *cache = kept;
+    orphans
+}
+
 /// The CUDA prover of one GPU.
 pub struct GpuProver {
     gpu: Arc<Gpu>,
@@ -214,6 +290,12 @@ pub struct GpuProver {
     /// PCEs resident for GPU a/b/c, one per shape.
     pces: Mutex<Vec<Arc<DevicePce>>>,
     params: Mutex<Vec<Arc<ResidentParams>>>,
+    /// Streamed sets' page-locked host queries.
+    pinned: Mutex<Vec<Arc<PinnedQueries>>>,
+    /// Registers host memory with the driver (`None`: no pinned pool).
+    host_pool: OnceLock<Option<Pool>>,
+    /// The stream streamed chunks are copied on, created on first use.
+    copy_stream: Mutex<Option<Arc<CudaStream>>>,
     shapes: Mutex<Vec<Arc<ShapeDensities>>>,
 }
 
@@ -285,6 +367,9 @@ impl GpuProver {
             pces: Mutex::new(Vec::new()),
             gpu,
             params: Mutex::new(Vec::new()),
+            pinned: Mutex::new(Vec::new()),
+            host_pool: OnceLock::new(),
+            copy_stream: Mutex::new(None),
             shapes: Mutex::new(Vec::new()),
         })
     }
@@ -357,21 +442,103 @@ impl GpuProver {
         Ok(Some(r))
     }
 
-    /// sum over the used variables v in `lo..hi` of scalars\[offset + v\]
-    /// times the next host base, streamed in chunks: the MSM of a parameter
-    /// set that is not resident.
+    /// The page-locked host queries of a streamed set, registered now if
+    /// needed ([`GpuOptions::pin_streamed`]); `None` when pinning is off or
+    /// there is no pinned pool. Registrations of sets nobody else holds any
+    /// more are undone first.
+    fn pinned_queries(&self, params: &Parameters<Bls12>) -> Result<Option<Arc<PinnedQueries>>> {
+        if !self.options.pin_streamed {
+            return Ok(None);
+        }
+        let pool = self.host_pool.get_or_init(|| {
+            Pool::pinned(self.gpu.ordinal(), PoolConfig::unbounded())
+                .map_err(|e| {
+                    tracing::warn!(
+                        gpu = self.gpu.ordinal(),
+                        "no pinned host pool: streamed parameters stay pageable: {e}"
+                    )
+                })
+                .ok()
+        });
+        let Some(pool) = pool else {
+            return Ok(None);
+        };
+        let mut cache = self.pinned.lock().map_err(|_| poisoned())?;
+        drop(take_pinned_orphans(&mut cache));
+        if let Some(p) = cache.iter().find(|p| p.is(params)) {
+            return Ok(Some(p.clone()));
+        }
+        let _s = tracing::info_span!("pin_params").entered();
+        let start = std::time::Instant::now();
+        fn pin<T>(pool: &Pool, data: &Arc<Vec<T>>, what: &str) -> Option<RegisteredShared<T>> {
+            match pool.register_shared(Arc::clone(data)) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!(
+                        "page-locking the {what} query failed, it streams from pageable memory: {e}"
+                    );
+                    None
+                }
+            }
+        }
+        let p = Arc::new(PinnedQueries {
+            host: WeakQueries::of(params),
+            h: pin(pool, &params.h, "h"),
+            l: pin(pool, &params.l, "l"),
+            a: pin(pool, &params.a, "a"),
+            b_g1: pin(pool, &params.b_g1, "b_g1"),
+            b_g2: pin(pool, &params.b_g2, "b_g2"),
+        });
+        tracing::info!(
+            gpu = self.gpu.ordinal(),
+            bytes = p.pinned_bytes(),
+            seconds = start.elapsed().as_secs_f64(),
+            "page-locked a streamed parameter set"
+        );
+        cache.push(p.clone());
+        Ok(Some(p))
+    }
+
+    /// The stream streamed chunks are copied on.
+    fn copy_stream(&self) -> Result<Arc<CudaStream>> {
+        let mut slot = self.copy_stream.lock().map_err(|_| poisoned())?;
+        if let Some(stream) = slot.as_ref() {
+            return Ok(Arc::clone(stream));
+        }
+        let stream = self
+            .gpu
+            .cuda_context()
+            .new_stream()
+            .map_err(|e| Groth16Error::Cuda {
+                what: format!("creating a copy stream on GPU {}", self.gpu.ordinal()),
+                detail: format!("{e:?}"),
+            })?;
+        *slot = Some(Arc::clone(&stream));
+        Ok(stream)
+    }
+
+    /// sum over the used variables v of scalars\[offset + v\] times the next
+    /// host base, streamed in chunks of [`GpuOptions::stream_chunk`]
+    /// variables: the MSM of a parameter set that is not resident. The next
+    /// chunk's bases are copied on the copy stream while the MSM of the
+    /// current one runs (two chunk buffers); from page-locked host memory
+    /// that copy is asynchronous, from pageable memory the driver makes it
+    /// (nearly) synchronous, so it overlaps nothing. Adds the copies' bytes
+    /// and GPU time to `copies`.
     fn streamed_msm<A: MsmAffine>(
         &self,
         host_bases: &[A],
         scalars: &DeviceBuffer<Scalar>,
         offset: usize,
         used: &[bool],
+        copies: &mut StreamedCopies,
     ) -> Result<A::Projective> {
         let chunk = self.options.stream_chunk;
-        let mut acc = A::Projective::identity();
+        // (first variable, density bits, host bases) of each chunk with a
+        // used variable.
+        let mut chunks = Vec::new();
         let mut base = 0usize;
         for (k, bits) in used.chunks(chunk).enumerate() {
-            let lo = k * chunk;
             let count = bits.iter().filter(|&&u| u).count();
             if count == 0 {
                 continue;
@@ -382,12 +549,68 @@ impl GpuProver {
                     available: host_bases.len(),
                 });
             };
-            let bases = DeviceBases::upload(&self.gpu, bases)?;
-            let dens = DeviceDensity::upload(&self.gpu, bits.iter().copied(), bits.len())?;
-            let mut sc = self.gpu.alloc_zeros::<Scalar>(bits.len())?;
-            sc.copy_range_from(0, scalars, offset + lo, bits.len())?;
-            acc += self.msm.msm(&bases, &sc, Some(&dens))?;
+            chunks.push((k * chunk, bits, bases));
             base += count;
+        }
+        let Some(largest) = chunks.iter().map(|c| c.2.len()).max() else {
+            return Ok(A::Projective::identity());
+        };
+        let copy = self.copy_stream()?;
+        let mut bufs = vec![DeviceBases::<A>::alloc(&self.gpu, largest)?];
+        if chunks.len() > 1 {
+            bufs.push(DeviceBases::<A>::alloc(&self.gpu, largest)?);
+        }
+        let result = self.streamed_chunks(&chunks, &mut bufs, scalars, offset, &copy, copies);
+        // Whatever happened, no copy may still read the host bases or write
+        // a chunk buffer once this returns.
+        let waited = copy.synchronize().map_err(|e| Groth16Error::Cuda {
+            what: format!("waiting for GPU {}'s copy stream", self.gpu.ordinal()),
+            detail: format!("{e:?}"),
+        });
+        let acc = result?;
+        waited?;
+        Ok(acc)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn streamed_chunks<A: MsmAffine>(
+        &self,
+        chunks: &[(usize, &[bool], &[A])],
+        bufs: &mut [DeviceBases<A>],
+        scalars: &DeviceBuffer<Scalar>,
+        offset: usize,
+        copy: &Arc<CudaStream>,
+        copies: &mut StreamedCopies,
+    ) -> Result<A::Projective> {
+        let g = &self.gpu;
+        g.bind("streaming parameter bases")?;
+        // The copy stream writes the chunk buffers only after their
+        // allocation (stream-ordered on the GPU's stream) is done.
+        copy.join(g.stream()).map_err(|e| Groth16Error::Cuda {
+            what: "ordering the copy stream after the GPU's stream".into(),
+            detail: format!("{e:?}"),
+        })?;
+        let mut events = Vec::with_capacity(chunks.len());
+        events.push(upload_on(g, copy, bufs[0].buffer_mut(), chunks[0].2)?);
+        let mut acc = A::Projective::identity();
+        for (i, &(lo, bits, bases)) in chunks.iter().enumerate() {
+            if let Some(next) = chunks.get(i + 1) {
+                // Into the buffer the previous chunk's MSM used: that MSM is
+                // done (`msm` returns after reading its result back), and
+                // cudarc orders the copy after the buffer's last use anyway.
+                let n = bufs.len();
+                events.push(upload_on(g, copy, bufs[(i + 1) % n].buffer_mut(), next.2)?);
+            }
+            let dens = DeviceDensity::upload(g, bits.iter().copied(), bits.len())?;
+            let mut sc = g.alloc_zeros::<Scalar>(bits.len())?;
+            sc.copy_range_from(0, scalars, offset + lo, bits.len())?;
+            // The MSM's launches wait for this chunk's copy (cudarc records
+            // the copy as the buffer's last write on the copy stream).
+            acc += self.msm.msm(&bufs[i % bufs.len()], &sc, Some(&dens))?;
+            copies.bytes += size_of_val(bases) as u64;
+        }
+        for (start, end) in &events {
+            copies.copy += Duration::from_secs_f64(end.ms_since(start)?.max(0.0) / 1e3);
         }
         Ok(acc)
     }
@@ -454,6 +677,43 @@ impl GpuProver {
         cache.push(s.clone());
         Ok(s)
     }
+}
+
+/// Queues a copy of `src` into the start of `dst` on `stream`, between two
+/// timing events (returned); `src` must stay alive and unchanged until the
+/// stream has been waited for.
+fn upload_on<A: MsmAffine>(
+    gpu: &Gpu,
+    stream: &Arc<CudaStream>,
+    dst: &mut DeviceBuffer<A>,
+    src: &[A],
+) -> Result<(GpuEvent, GpuEvent)> {
+    if src.len() > dst.len() {
+        return Err(Groth16Error::CopyLength {
+            what: "into a streamed chunk buffer",
+            device: dst.len(),
+            host: src.len(),
+        });
+    }
+    let start = gpu.event_on(stream)?;
+    {
+        // Records the copy as the buffer's last write when dropped.
+        let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
+        // SAFETY: `ptr` holds at least `src.len()` elements of `A` in this
+        // GPU's context (bound by the caller); the caller keeps `src` alive
+        // until it has waited for `stream`.
+        unsafe { cu_result::memcpy_htod_async(ptr, src, stream.cu_stream()) }.map_err(|e| {
+            Groth16Error::Cuda {
+                what: format!(
+                    "copying {} streamed bases to GPU {}",
+                    src.len(),
+                    gpu.ordinal()
+                ),
+                detail: format!("{e:?}"),
+            }
+        })?;
+    }
+    Ok((start, gpu.event_on(stream)?))
 }
 
 fn poisoned() -> Groth16Error {
@@ -531,6 +791,20 @@ fn staged_bytes(pce: &Pce) -> u64 {
 
 impl Prover for GpuProver {
     fn release_unused(&self) -> u64 {
+        // Page-locked host copies of streamed sets no longer held: unlocked
+        // (and so freed, the registrations held the last references).
+        if let Ok(mut pinned) = self.pinned.lock() {
+            let gone = take_pinned_orphans(&mut pinned);
+            if !gone.is_empty() {
+                let bytes: u64 = gone.iter().map(|p| p.pinned_bytes()).sum();
+                drop(gone);
+                tracing::info!(
+                    gpu = self.gpu.ordinal(),
+                    bytes,
+                    "unlocked the host copies of streamed parameter sets no longer held"
+                );
+            }
+        }
         let orphans = match self.params.lock() {
             Ok(mut cache) => take_orphans(&mut cache),
             Err(_) => return 0,
@@ -559,11 +833,14 @@ impl Prover for GpuProver {
     }
 
     fn device_bytes(&self, pce: &Pce) -> u64 {
-        // a, b, c over the domain and the witness, the NTT's twiddles, and
-        // a bound on the MSMs' scratch (kept by GpuMsm across proofs).
+        // a, b, c over the domain and the witness, the NTT's twiddles, a
+        // bound on the MSMs' scratch (kept by GpuMsm across proofs), and
+        // the two chunk buffers of a streamed MSM (G2 bases, the larger).
         let m = pce.domain_size();
         let vars = pce.num_inputs + pce.num_aux;
-        staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars))
+        let chunk = self.options.stream_chunk.min(m.max(vars)) as u64;
+        let chunks = 2 * chunk * std::mem::size_of::<G2Affine>() as u64;
+        staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars)) + chunks
     }
 
     fn abc_placement(&self, pce: &Pce) -> AbcPlacement {
@@ -709,27 +986,49 @@ impl Prover for GpuProver {
                     .iter()
                     .chain(pce.b_aux_density.iter())
                     .collect();
+                let pinned = timings.time("params pin", || self.pinned_queries(params))?;
+                let mut copies = StreamedCopies::default();
                 let h = timings.time("msm h (streamed)", || {
-                    self.streamed_msm(&params.h, &a, 0, &h_used)
+                    self.streamed_msm(&params.h, &a, 0, &h_used, &mut copies)
                 })?;
                 clock.mark(g, "msm h")?;
                 drop(a);
                 let l = timings.time("msm l (streamed)", || {
-                    self.streamed_msm(&params.l, &w, ni, &l_used)
+                    self.streamed_msm(&params.l, &w, ni, &l_used, &mut copies)
                 })?;
                 clock.mark(g, "msm l")?;
                 let a = timings.time("msm a (streamed)", || {
-                    self.streamed_msm(&params.a, &w, 0, &a_used)
+                    self.streamed_msm(&params.a, &w, 0, &a_used, &mut copies)
                 })?;
                 clock.mark(g, "msm a")?;
                 let b_g1 = timings.time("msm b_g1 (streamed)", || {
-                    self.streamed_msm(&params.b_g1, &w, 0, &b_used)
+                    self.streamed_msm(&params.b_g1, &w, 0, &b_used, &mut copies)
                 })?;
                 clock.mark(g, "msm b_g1")?;
                 let b_g2 = timings.time("msm b_g2 (streamed)", || {
-                    self.streamed_msm(&params.b_g2, &w, 0, &b_used)
+                    self.streamed_msm(&params.b_g2, &w, 0, &b_used, &mut copies)
                 })?;
                 clock.mark(g, "msm b_g2")?;
+                // GPU time of the parameter copies themselves (on the copy
+                // stream, under the MSMs when pinned): bytes / this is the
+                // bandwidth the streaming achieved.
+                let secs = copies.copy.as_secs_f64();
+                let gb_per_s = if secs > 0.0 {
+                    copies.bytes as f64 / secs / 1e9
+                } else {
+                    0.0
+                };
+                timings.push_overlapped(
+                    "streamed h2d",
+                    copies.copy,
+                    format!(
+                        "{} bytes of parameters copied in {:.1} ms of copy time: {gb_per_s:.1} GB/s ({})",
+                        copies.bytes,
+                        secs * 1e3,
+                        if pinned.is_some() { "page-locked" } else { "pageable" }
+                    ),
+                );
+                drop(pinned);
                 (h, l, a, b_g1, b_g2)
             }
         };

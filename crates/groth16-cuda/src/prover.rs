@@ -40,14 +40,28 @@ pub struct ProverInput<'a> {
 
 /// Time per stage of one proof, in the order the stages ran: `.0` the
 /// wall-clock time of each host-side stage, `.1` (GPU backends only) the
-/// GPU time of each device stage as CUDA events in the stream measured it.
+/// GPU time of each device stage as CUDA events in the stream measured it,
+/// `.2` totals of work that overlapped those stages (e.g. "streamed h2d":
+/// the copies of streamed parameters, under the MSMs), with a note saying
+/// what they amount to.
 #[derive(Clone, Debug, Default)]
 pub struct StageTimings(
     pub Vec<(&'static str, Duration)>,
     pub Vec<(&'static str, Duration)>,
+    pub Vec<(&'static str, Duration, String)>,
 );
 
 impl StageTimings {
+    /// Records a total of overlapping work ([`StageTimings`]' `.2`).
+    pub fn push_overlapped(&mut self, what: &'static str, d: Duration, note: String) {
+        self.2.push((what, d, note));
+    }
+
+    /// The totals of overlapping work.
+    pub fn overlapped(&self) -> &[(&'static str, Duration, String)] {
+        &self.2
+    }
+
     /// Records `stage` as having taken `d` of GPU time.
     pub fn push_gpu(&mut self, stage: &'static str, d: Duration) {
         self.1.push((stage, d));

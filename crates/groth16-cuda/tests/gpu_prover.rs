@@ -19,6 +19,7 @@ use cuzk_synth::{Pce, Witness};
 use ff::Field;
 use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
+use std::sync::Arc;
 
 /// The tests of this binary share one device in one process: the one that
 /// asks the driver for more memory than the card has holds this for writing,
@@ -129,24 +130,30 @@ fn gpu_refuses_mismatched_parameters() {
 
 /// Parameters streamed chunk by chunk from host memory give the same bytes
 /// as resident ones: chunks far smaller than the queries, so every MSM runs
-/// over many chunks, some with no used variable.
+/// over many chunks, some with no used variable; from page-locked memory
+/// (the next chunk copied under the current one's MSM) and from pageable
+/// memory. The page-locked host copy is let go with the set.
 #[test]
 fn streamed_parameters_give_the_same_proofs() {
     let _device = shared();
     let Some(_) = gpu_or_skip("streamed_parameters_give_the_same_proofs") else {
         return;
     };
-    let streamed = GpuProver::with_options(
-        0,
-        GpuOptions {
-            params: ParamsPlacement::Streamed,
-            stream_chunk: 300,
-            // Also covers a/b/c from the PCE on the CPU.
-            gpu_abc: false,
-            memory_limit: None,
-        },
-    )
-    .unwrap();
+    let streamed = |pin_streamed| {
+        GpuProver::with_options(
+            0,
+            GpuOptions {
+                params: ParamsPlacement::Streamed,
+                stream_chunk: 300,
+                pin_streamed,
+                // Also covers a/b/c from the PCE on the CPU.
+                gpu_abc: false,
+                memory_limit: None,
+            },
+        )
+        .unwrap()
+    };
+    let (pinned, pageable) = (streamed(true), streamed(false));
     let resident = GpuProver::with_options(
         0,
         GpuOptions {
@@ -169,15 +176,43 @@ fn streamed_parameters_give_the_same_proofs() {
         };
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(spec.build(7), &params, r, s).unwrap();
-        let a = streamed.prove(input, &params, r, s).unwrap();
+        for (prover, what) in [(&pinned, "pinned"), (&pageable, "pageable")] {
+            // Twice: the second proof reuses the page-locked set.
+            for round in 0..2 {
+                let a = prover.prove(input, &params, r, s).unwrap();
+                assert_eq!(
+                    bytes(&a.proof),
+                    bytes(&theirs),
+                    "{spec}: streamed ({what}, proof {round}) differs"
+                );
+                assert!(
+                    a.timings.0.iter().any(|(s, _)| s.contains("streamed")),
+                    "{spec}: the streamed prover did not stream: {:?}",
+                    a.timings.0
+                );
+                let copies = a.timings.overlapped();
+                assert!(
+                    copies.iter().any(|(s, _, note)| *s == "streamed h2d"
+                        && note.contains(if what == "pinned" {
+                            "page-locked"
+                        } else {
+                            "pageable"
+                        })),
+                    "{spec}: no copy time: {copies:?}"
+                );
+            }
+        }
         let b = resident.prove(input, &params, r, s).unwrap();
-        assert_eq!(bytes(&a.proof), bytes(&theirs), "{spec}: streamed differs");
         assert_eq!(bytes(&b.proof), bytes(&theirs), "{spec}: resident differs");
-        assert!(
-            a.timings.0.iter().any(|(s, _)| s.contains("streamed")),
-            "{spec}: the streamed prover did not stream: {:?}",
-            a.timings.0
-        );
+        // The pinned prover holds the set's vectors while it is alive
+        // (no-aux has an empty l, which is never page-locked) ...
+        assert_eq!(Arc::strong_count(&params.h), 2, "{spec}: h is page-locked");
+        // ... and lets them go once nobody else does.
+        let h = Arc::downgrade(&params.h);
+        drop(params);
+        pinned.release_unused();
+        pageable.release_unused();
+        assert!(h.upgrade().is_none(), "{spec}: the page-locked h was kept");
     }
 }
 

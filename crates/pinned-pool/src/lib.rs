@@ -52,7 +52,7 @@ pub use cudarc::driver::sys::CUresult;
 pub use class::{ALIGN, MIN_CLASS, size_class};
 pub use lease::{Lease, Pod, TypedLease};
 pub use pool::{CancelToken, CpuAccess, Pool, PoolConfig, PoolStats, Request, WhenFull};
-pub use register::Registered;
+pub use register::{Registered, RegisteredShared};
 
 use std::time::Duration;
 

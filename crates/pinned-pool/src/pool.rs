@@ -12,7 +12,7 @@ use std::{
 };
 
 use crate::{
-    PinnedError, Registered, Result,
+    PinnedError, Registered, RegisteredShared, Result,
     backend::{Backend, CudaHost},
     class::size_class,
     lease::Lease,
@@ -620,6 +620,17 @@ impl Pool {
     /// long-lived buffers, not per copy.
     pub fn register<'a, T>(&self, slice: &'a mut [T]) -> Result<Registered<'a, T>> {
         Registered::new(Arc::clone(self.shared()), slice)
+    }
+
+    /// Page-locks the elements of a shared vector (a parameter set's query,
+    /// read by several threads) until the returned guard is dropped; the
+    /// guard keeps a clone of `data`, so the memory lives at least as long.
+    /// As [`Pool::register`] otherwise: nothing is registered in fallback
+    /// mode or for an empty vector, and memory another guard (or another
+    /// caller) registered already is refused by the driver
+    /// (`CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED`).
+    pub fn register_shared<T>(&self, data: Arc<Vec<T>>) -> Result<RegisteredShared<T>> {
+        RegisteredShared::new(Arc::clone(self.shared()), data)
     }
 }
 

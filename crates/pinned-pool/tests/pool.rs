@@ -7,7 +7,7 @@
 use std::{
     collections::HashSet,
     sync::{
-        Mutex,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     thread,
@@ -440,6 +440,52 @@ fn registration_guard_registers_and_unregisters() {
             let _first = pool.register(&mut data[..4096]).unwrap();
             let mut other = vec![0u8; 3 * MIB];
             let _second = pool.register(&mut other).unwrap();
+        }
+    }
+}
+
+#[test]
+fn shared_registration_keeps_the_memory_and_lets_it_go() {
+    for pool in pools(
+        "shared_registration_keeps_the_memory_and_lets_it_go",
+        PoolConfig::unbounded(),
+    ) {
+        let kind = kind(&pool);
+        let data: Arc<Vec<u64>> = Arc::new((0..(1 << 18)).collect());
+        for _ in 0..3 {
+            // Registering again works only if the last guard unregistered.
+            let guard = pool.register_shared(Arc::clone(&data)).unwrap();
+            assert_eq!(guard.is_pinned(), pool.is_pinned(), "{kind}");
+            assert_eq!(
+                Arc::strong_count(&data),
+                2,
+                "{kind}: the guard holds a clone"
+            );
+            assert_eq!(guard[12345], 12345, "{kind}");
+            assert!(Arc::ptr_eq(guard.data(), &data));
+            // Other threads read the memory while it is registered.
+            thread::scope(|s| {
+                for t in 0..4u64 {
+                    let guard = &guard;
+                    s.spawn(move || assert_eq!(guard[(t * 1000) as usize], t * 1000));
+                }
+            });
+        }
+        assert_eq!(Arc::strong_count(&data), 1, "{kind}: the guard let it go");
+        // The guard alone keeps the memory alive.
+        let guard = pool.register_shared(Arc::new(vec![7u32; 1 << 20])).unwrap();
+        assert_eq!(guard.iter().map(|&x| u64::from(x)).sum::<u64>(), 7 << 20);
+        drop(guard);
+        assert!(
+            !pool
+                .register_shared(Arc::new(Vec::<u8>::new()))
+                .unwrap()
+                .is_pinned()
+        );
+        if pool.is_pinned() {
+            // The same memory twice: the driver refuses the second.
+            let _first = pool.register_shared(Arc::clone(&data)).unwrap();
+            assert!(pool.register_shared(Arc::clone(&data)).is_err(), "{kind}");
         }
     }
 }

@@ -507,6 +507,8 @@ impl PartitionWork {
                     .record_since(j, p, lane, w, KERNEL_REGION, start);
                 work.timeline
                     .record_substages((j, p, lane, w), start, &timings.0);
+                work.timeline
+                    .record_overlapped((j, p, lane, w), start, timings.overlapped());
                 Ok((work, msm))
             },
             |ctx: &WorkerContext, (work, msm): (PartitionWork, MsmResults)| {

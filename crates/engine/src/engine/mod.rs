@@ -280,6 +280,7 @@ fn open_gpus(
             GpuParams::Streamed => ParamsPlacement::Streamed,
         },
         gpu_abc: config.gpu_abc,
+        pin_streamed: config.gpu_pin_streamed,
         memory_limit: config.device_memory_limit.map(|b| b.0),
         ..GpuOptions::default()
     };

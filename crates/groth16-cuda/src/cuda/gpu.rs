@@ -306,6 +306,17 @@ impl Gpu {
         Ok(GpuEvent(event))
     }
 
+    /// A timing event recorded on `stream` (another stream of this GPU's
+    /// context, e.g. a copy stream).
+    pub(crate) fn event_on(&self, stream: &CudaStream) -> Result<GpuEvent> {
+        let event = stream
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(driver_error(|| {
+                format!("recording a timing event on GPU {}", self.ordinal)
+            }))?;
+        Ok(GpuEvent(event))
+    }
+
     /// Copies `src` to a new device buffer; returns once the copy is done.
     pub fn upload<T: DeviceElem>(self: &Arc<Self>, src: &[T]) -> Result<DeviceBuffer<T>> {
         let mut buffer = DeviceBuffer::alloc(self, src.len(), false)?;

@@ -147,6 +147,24 @@ impl<A: MsmAffine> DeviceBases<A> {
         })
     }
 
+    /// Room for `len` points, contents unset (filled by the caller before
+    /// an MSM reads them).
+    pub(crate) fn alloc(gpu: &Arc<Gpu>, len: usize) -> Result<Self> {
+        if len > MAX_LEN {
+            return Err(Groth16Error::MsmShape {
+                detail: format!("{len} bases are more than the {MAX_LEN} one MSM can index"),
+            });
+        }
+        Ok(DeviceBases {
+            points: DeviceBuffer::alloc(gpu, len, false)?,
+        })
+    }
+
+    /// The points, to fill.
+    pub(crate) fn buffer_mut(&mut self) -> &mut DeviceBuffer<A> {
+        &mut self.points
+    }
+
     /// The number of points.
     pub fn len(&self) -> usize {
         self.points.len()
