@@ -833,3 +833,108 @@ fn a_working_set_with_abc_on_the_device_has_no_abc_buffers() {
     assert_eq!(host - device, abc);
     assert!(device >= 1_005 * 32, "the witness is in it");
 }
+
+/// The CPU prover, declaring device memory as a GPU backend does: `own`
+/// bytes per partition in flight and, held once for a shape, 40 MiB (or 70
+/// MiB for shapes of more than 2,000 constraints).
+#[derive(Debug, Default)]
+struct Sharing {
+    inner: cuzk_groth16_cuda::CpuProver,
+}
+
+impl cuzk_groth16_cuda::Prover for Sharing {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device_bytes(&self, _pce: &cuzk_synth::Pce) -> u64 {
+        10 * MIB
+    }
+
+    fn shared_device_bytes(&self, pce: &cuzk_synth::Pce) -> u64 {
+        if pce.num_constraints() > 2000 {
+            70 * MIB
+        } else {
+            40 * MIB
+        }
+    }
+
+    fn prepare(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::Staged> {
+        self.inner.prepare(input, params, timings)
+    }
+
+    fn kernel_region(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        staged: cuzk_groth16_cuda::Staged,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::MsmResults> {
+        self.inner.kernel_region(input, params, staged, timings)
+    }
+}
+
+/// What a prover holds once for a shape is one standing reservation per
+/// device, not part of every partition's: on a 64 MiB device, partitions of
+/// 10 MiB beside 40 MiB held once prove (and the 40 MiB stay reserved after
+/// the job, as the prover keeps them); a shape whose shared part can never
+/// fit fails with the bytes named, and the engine goes on serving.
+#[test]
+fn what_a_prover_holds_once_is_reserved_once_per_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(512 * MIB);
+    config.device_memory_margin = cuzk_engine::ByteSize(MIB);
+    let engine = cuzk_engine::Engine::builder(config)
+        .prover(std::sync::Arc::new(Sharing::default()))
+        .devices(vec![cuzk_gpu_sched::DeviceSpec {
+            ordinal: 0,
+            capacity_bytes: 64 * MIB,
+        }])
+        .build()
+        .unwrap();
+    let reserved = || engine.status().devices[0].reserved_bytes;
+    assert_eq!(reserved(), 0);
+    let small = ParamsRef::File(params_file(dir.path(), "mul-chain:10"));
+    let proofs = engine
+        .submit(ProofRequest::new(
+            "mul-chain:10",
+            small.clone(),
+            (1..=4).map(|s| builtin("mul-chain:10", s)).collect(),
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(proofs.len(), 4);
+    assert_eq!(reserved(), 40 * MIB, "the shared part stays reserved, once");
+
+    // 70 MiB never fit in 63 usable: a clear error, the job fails alone.
+    let big = ParamsRef::File(params_file(dir.path(), "porep:12"));
+    let err = engine
+        .submit(ProofRequest::new(
+            "porep:12",
+            big,
+            vec![builtin("porep:12", 1)],
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains(&(70 * MIB).to_string()), "{text}");
+    assert_eq!(reserved(), 40 * MIB);
+    // Still serving.
+    let proofs = engine
+        .submit(ProofRequest::new(
+            "mul-chain:10",
+            small,
+            vec![builtin("mul-chain:10", 9)],
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(proofs.len(), 1);
+}

@@ -779,8 +779,7 @@ impl GpuProver {
     /// 47 GB set was streamed on an H200 (17-18 s per partition against
     /// 5.1-5.3 s with it resident).
     fn two_partitions_bytes(&self, pce: &Pce) -> u64 {
-        // device_bytes: one partition's staged buffers and the shared part.
-        self.device_bytes(pce) + staged_bytes(pce)
+        2 * staged_bytes(pce) + self.shared_device_bytes(pce)
     }
 }
 
@@ -833,14 +832,20 @@ impl Prover for GpuProver {
     }
 
     fn device_bytes(&self, pce: &Pce) -> u64 {
-        // a, b, c over the domain and the witness, the NTT's twiddles, a
-        // bound on the MSMs' scratch (kept by GpuMsm across proofs), and
-        // the two chunk buffers of a streamed MSM (G2 bases, the larger).
+        // a, b, c over the domain and the witness.
+        staged_bytes(pce)
+    }
+
+    fn shared_device_bytes(&self, pce: &Pce) -> u64 {
+        // The NTT's twiddles, a bound on the MSMs' scratch (kept by GpuMsm
+        // across proofs), and the two chunk buffers of a streamed MSM (G2
+        // bases, the larger): one of each per prover, used inside the
+        // kernel region, which one partition at a time runs.
         let m = pce.domain_size();
         let vars = pce.num_inputs + pce.num_aux;
         let chunk = self.options.stream_chunk.min(m.max(vars)) as u64;
         let chunks = 2 * chunk * std::mem::size_of::<G2Affine>() as u64;
-        staged_bytes(pce) + 2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars)) + chunks
+        2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars)) + chunks
     }
 
     fn abc_placement(&self, pce: &Pce) -> AbcPlacement {

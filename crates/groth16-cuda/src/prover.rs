@@ -175,9 +175,21 @@ pub trait Prover: Send + Sync + fmt::Debug {
     /// Short name for logs and reports ("cpu", "cuda").
     fn name(&self) -> &'static str;
 
-    /// Device memory the kernel region of one partition of this shape uses
-    /// beyond resident parameters, for reservations; 0 for CPU backends.
+    /// Device memory each partition of this shape in flight holds (from
+    /// prepare to the end of its kernel region) beyond resident parameters
+    /// and [`shared_device_bytes`](Prover::shared_device_bytes), for the
+    /// scheduler's per-partition reservations; 0 for CPU backends.
     fn device_bytes(&self, pce: &Pce) -> u64 {
+        let _ = pce;
+        0
+    }
+
+    /// Device memory the prover holds once for proofs of this shape,
+    /// however many partitions are in flight (the GPU backend: MSM scratch,
+    /// NTT twiddles, streamed chunk buffers; kept across proofs and grown
+    /// to the largest shape); the engine keeps it as a standing
+    /// reservation on each device. 0 for CPU backends.
+    fn shared_device_bytes(&self, pce: &Pce) -> u64 {
         let _ = pce;
         0
     }

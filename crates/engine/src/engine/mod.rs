@@ -31,8 +31,8 @@ use bellperson::groth16::{Parameters, Proof};
 use blstrs::Scalar;
 use cuzk_gpu_sched::{
     CancelToken, DeviceSpec, DispatchBound, DispatchPermit, GpuSchedError, JobHandle as GpuJob,
-    JobId, JobSummary, PhaseError, Phases, Priority, Scheduler, SchedulerConfig, SchedulerSnapshot,
-    WorkItem, WorkerContext,
+    JobId, JobSummary, PhaseError, Phases, Priority, Reservation, Scheduler, SchedulerConfig,
+    SchedulerSnapshot, WorkItem, WorkerContext,
 };
 use cuzk_groth16_cuda::{
     AbcInput, AbcPlacement, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, MsmResults,
@@ -139,7 +139,64 @@ pub(crate) struct Shared {
     /// Cancelled at shutdown: wakes the dispatcher's permit wait.
     stop: CancelToken,
     scheduler: Scheduler,
+    /// What each device's prover holds once (MSM scratch, twiddles), as a
+    /// standing reservation.
+    held_once: HeldOnce,
     loads: Loads,
+}
+
+/// Each device's standing reservation for what its prover holds once,
+/// whatever the partitions in flight ([`Prover::shared_device_bytes`]),
+/// grown to the largest shape proved so far: partitions then reserve only
+/// their own buffers ([`Prover::device_bytes`]), so two in flight on one
+/// GPU count the shared part once.
+#[derive(Default)]
+pub(crate) struct HeldOnce {
+    /// Per device (scheduler order), reservations adding up to what is held.
+    by_device: Mutex<Vec<Vec<Reservation>>>,
+}
+
+impl HeldOnce {
+    /// Makes every device's standing reservations add up to at least
+    /// `bytes`, waiting for room (no new partition starts on a device
+    /// meanwhile); what is held already stays held on error.
+    ///
+    /// # Errors
+    /// [`GpuSchedError::ReservationNeverFits`] naming `bytes` and the
+    /// device's usable bytes when a device can never hold them.
+    pub(crate) fn ensure(&self, scheduler: &Scheduler, bytes: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut held = self
+            .by_device
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let devices = scheduler.devices().len();
+        if held.len() < devices {
+            held.resize_with(devices, Vec::new);
+        }
+        for (index, parts) in held.iter_mut().enumerate() {
+            let have: u64 = parts.iter().map(Reservation::bytes).sum();
+            if have >= bytes {
+                continue;
+            }
+            let memory = scheduler.device_memory(index)?;
+            match memory.reserve(bytes - have, &CancelToken::new()) {
+                Ok(more) => parts.push(more),
+                Err(GpuSchedError::ReservationNeverFits { ordinal, .. }) => {
+                    return Err(GpuSchedError::ReservationNeverFits {
+                        ordinal,
+                        need_bytes: bytes,
+                        usable_bytes: memory.usable_bytes(),
+                    }
+                    .into());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How often the engine read a parameter file or got a PCE, since it
@@ -539,6 +596,7 @@ impl EngineBuilder {
             ready,
             stop: CancelToken::new(),
             scheduler,
+            held_once: HeldOnce::default(),
             loads: Loads::default(),
         });
         let mut engine = Engine {

@@ -252,6 +252,13 @@ pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
             let Some(gpu) = job.gpu_job() else {
                 return;
             };
+            // What the prover holds once for this shape is a standing
+            // reservation; the partition reserves only its own buffers.
+            let once = shared.prover.shared_device_bytes(&work.pce);
+            if let Err(e) = shared.held_once.ensure(&shared.scheduler, once) {
+                job.terminate(Some(e));
+                return;
+            }
             let device_bytes = shared.prover.device_bytes(&work.pce);
             let item = WorkItem::new(&gpu, partition, device_bytes, work.into_phases())
                 .with_permit(permit);
