@@ -9,7 +9,7 @@
 //!
 //! Parameters stay resident on the device when they fit beside the proofs'
 //! working memory ([`ParamsPlacement::Auto`]); otherwise every MSM streams
-//! its bases from host memory in chunks of [`GpuOptions::stream_chunk`]
+//! its bases from host memory in chunks ([`GpuOptions::stream_chunk`])
 //! variables: the set's host vectors are page-locked once
 //! ([`GpuOptions::pin_streamed`]), and the next chunk is copied on a copy
 //! stream while the MSM of the current one runs (two chunk buffers on the
@@ -185,8 +185,9 @@ pub struct GpuOptions {
     pub params: ParamsPlacement,
     /// Variables per streamed MSM chunk (the bases of the used ones are on
     /// the device at once, twice: the chunk being summed and the next one
-    /// being copied).
-    pub stream_chunk: usize,
+    /// being copied); `None`: sized for the (limited) card by
+    /// [`stream_chunk_for_device_memory`].
+    pub stream_chunk: Option<usize>,
     /// Page-lock a streamed parameter set's host vectors (once per set,
     /// `cuMemHostRegister`; undone when the set is let go), so chunks are
     /// copied at the link's full speed and under the previous chunk's MSM;
@@ -207,12 +208,25 @@ impl Default for GpuOptions {
     fn default() -> Self {
         GpuOptions {
             params: ParamsPlacement::Auto,
-            stream_chunk: 1 << 22,
+            stream_chunk: None,
             pin_streamed: true,
             gpu_abc: true,
             memory_limit: None,
         }
     }
+}
+
+/// Variables per streamed MSM chunk on a card of `total` bytes: the
+/// largest power of two from 2^20 to 2^24 whose two chunk buffers of G2
+/// bases take at most a fifth of the card (2^23 on a 16 GiB card, 2^24 on
+/// 32 GiB and more). Larger chunks mean fewer, larger MSMs per query (each
+/// chunk is an MSM of its own); two buffers let the next chunk's copy run
+/// under the current one's MSM.
+pub fn stream_chunk_for_device_memory(total: u64) -> usize {
+    let per_variable = 2 * std::mem::size_of::<G2Affine>() as u64;
+    let fit = total / 5 / per_variable;
+    let chunk = if fit == 0 { 1 } else { 1u64 << fit.ilog2() };
+    chunk.clamp(1 << 20, 1 << 24) as usize
 }
 
 /// Bytes of a parameter set's five queries on the device (affine points).
@@ -284,6 +298,8 @@ fn take_pinned_orphans(cache: &mut Vec<Arc<PinnedQueries>>) -> Vec<Arc<PinnedQue
 pub struct GpuProver {
     gpu: Arc<Gpu>,
     options: GpuOptions,
+    /// Variables per streamed chunk ([`GpuOptions::stream_chunk`]).
+    chunk: usize,
     ntt: GpuNtt,
     msm: GpuMsm,
     spmv: GpuSpmv,
@@ -347,20 +363,31 @@ impl GpuProver {
 
     /// The prover of GPU `ordinal` with `options`.
     pub fn with_options(ordinal: usize, options: GpuOptions) -> Result<Self> {
-        if options.stream_chunk == 0 {
+        if options.stream_chunk == Some(0) {
             return Err(Groth16Error::MsmShape {
                 detail: "a streamed MSM chunk of 0 variables".into(),
             });
         }
         let gpu = Gpu::get(ordinal)?;
         gpu.set_memory_limit(options.memory_limit)?;
-        // The MSM scratch sized for the (limited) card: on a 16 GiB card
-        // fewer entries per sorting pass, so a 2^24 partition fits at all.
+        // The MSM scratch and the streamed chunks sized for the (limited)
+        // card: on a 16 GiB card fewer entries per sorting pass, so a 2^24
+        // partition fits at all.
         let (_, total) = gpu.mem_info()?;
         let msm_config = MsmConfig::for_device_memory(total);
-        tracing::debug!(gpu = ordinal, total, ?msm_config, "MSM configuration");
+        let chunk = options
+            .stream_chunk
+            .unwrap_or_else(|| stream_chunk_for_device_memory(total));
+        tracing::debug!(
+            gpu = ordinal,
+            total,
+            ?msm_config,
+            chunk,
+            "MSM configuration"
+        );
         Ok(GpuProver {
             options,
+            chunk,
             ntt: GpuNtt::new(gpu.clone()),
             msm: GpuMsm::with_config(gpu.clone(), msm_config),
             spmv: GpuSpmv::new(gpu.clone()),
@@ -533,7 +560,7 @@ impl GpuProver {
         used: &[bool],
         copies: &mut StreamedCopies,
     ) -> Result<A::Projective> {
-        let chunk = self.options.stream_chunk;
+        let chunk = self.chunk;
         // (first variable, density bits, host bases) of each chunk with a
         // used variable.
         let mut chunks = Vec::new();
@@ -843,7 +870,7 @@ impl Prover for GpuProver {
         // kernel region, which one partition at a time runs.
         let m = pce.domain_size();
         let vars = pce.num_inputs + pce.num_aux;
-        let chunk = self.options.stream_chunk.min(m.max(vars)) as u64;
+        let chunk = self.chunk.min(m.max(vars)) as u64;
         let chunks = 2 * chunk * std::mem::size_of::<G2Affine>() as u64;
         2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars)) + chunks
     }
@@ -1045,5 +1072,32 @@ impl Prover for GpuProver {
             b_g1,
             b_g2,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn streamed_chunks_follow_the_device_memory() {
+        assert_eq!(stream_chunk_for_device_memory(16 * GIB), 1 << 23);
+        assert_eq!(stream_chunk_for_device_memory(8 * GIB), 1 << 22);
+        assert_eq!(stream_chunk_for_device_memory(32 * GIB), 1 << 24);
+        assert_eq!(stream_chunk_for_device_memory(141 * GIB), 1 << 24);
+        for total in [0, 1, GIB, u64::MAX] {
+            let c = stream_chunk_for_device_memory(total);
+            assert!(
+                c.is_power_of_two() && (1 << 20..=1 << 24).contains(&c),
+                "{total}: {c}"
+            );
+        }
+        // Two buffers of G2 bases within a fifth of the card, down to 4 GiB.
+        for gib in 4..=64 {
+            let c = stream_chunk_for_device_memory(gib * GIB) as u64;
+            assert!(2 * c * 192 <= gib * GIB / 5 || c == 1 << 20, "{gib} GiB");
+        }
     }
 }

@@ -144,7 +144,7 @@ fn streamed_parameters_give_the_same_proofs() {
             0,
             GpuOptions {
                 params: ParamsPlacement::Streamed,
-                stream_chunk: 300,
+                stream_chunk: Some(300),
                 pin_streamed,
                 // Also covers a/b/c from the PCE on the CPU.
                 gpu_abc: false,
