@@ -64,6 +64,15 @@ struct WeakQueries {
 }
 
 impl WeakQueries {
+    /// Whether these are `p`'s queries (by address).
+    fn is(&self, p: &Parameters<Bls12>) -> bool {
+        std::ptr::eq(self.h.as_ptr(), Arc::as_ptr(&p.h))
+            && std::ptr::eq(self.l.as_ptr(), Arc::as_ptr(&p.l))
+            && std::ptr::eq(self.a.as_ptr(), Arc::as_ptr(&p.a))
+            && std::ptr::eq(self.b_g1.as_ptr(), Arc::as_ptr(&p.b_g1))
+            && std::ptr::eq(self.b_g2.as_ptr(), Arc::as_ptr(&p.b_g2))
+    }
+
     fn of(p: &Parameters<Bls12>) -> Self {
         WeakQueries {
             h: Arc::downgrade(&p.h),
@@ -89,12 +98,7 @@ struct PinnedQueries {
 
 impl PinnedQueries {
     fn is(&self, p: &Parameters<Bls12>) -> bool {
-        let w = &self.host;
-        std::ptr::eq(w.h.as_ptr(), Arc::as_ptr(&p.h))
-            && std::ptr::eq(w.l.as_ptr(), Arc::as_ptr(&p.l))
-            && std::ptr::eq(w.a.as_ptr(), Arc::as_ptr(&p.a))
-            && std::ptr::eq(w.b_g1.as_ptr(), Arc::as_ptr(&p.b_g1))
-            && std::ptr::eq(w.b_g2.as_ptr(), Arc::as_ptr(&p.b_g2))
+        self.host.is(p)
     }
 
     /// Whether nobody but these registrations holds any of the queries
@@ -131,12 +135,7 @@ struct StreamedCopies {
 
 impl ResidentParams {
     fn is(&self, p: &Parameters<Bls12>) -> bool {
-        let w = &self.host;
-        std::ptr::eq(w.h.as_ptr(), Arc::as_ptr(&p.h))
-            && std::ptr::eq(w.l.as_ptr(), Arc::as_ptr(&p.l))
-            && std::ptr::eq(w.a.as_ptr(), Arc::as_ptr(&p.a))
-            && std::ptr::eq(w.b_g1.as_ptr(), Arc::as_ptr(&p.b_g1))
-            && std::ptr::eq(w.b_g2.as_ptr(), Arc::as_ptr(&p.b_g2))
+        self.host.is(p)
     }
 
     /// Whether the host set is gone (nobody holds any of its queries).
