@@ -20,22 +20,21 @@
 //! ([`StageTimings::gpu`](crate::StageTimings::gpu)).
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
 
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G2Affine, Scalar};
-use cudarc::driver::{CudaStream, DevicePtrMut, result as cu_result};
+use cudarc::driver::CudaStream;
 use cuzk_pinned_pool::{Pool, PoolConfig, RegisteredShared};
 use cuzk_synth::{Abc, Density, Pce};
-use group::Group;
 
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
-use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine, MsmConfig};
+use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 use crate::ntt::GpuNtt;
 use crate::prover::{
     AbcInput, AbcPlacement, MsmResults, Prover, ProverInput, StageTimings, Staged,
 };
 use crate::spmv::{DevicePce, GpuSpmv, PceShapeKey};
+use crate::streamed::{Query, ShapeKey, StreamedShape, Streamer};
 use crate::{Bls12, Groth16Error, Result, check_params};
 
 /// Parameter bases resident on one GPU, kept while the parameter set lives.
@@ -125,14 +124,6 @@ impl PinnedQueries {
     }
 }
 
-/// Copy time and bytes of a streamed proof's parameter uploads.
-#[derive(Clone, Copy, Debug, Default)]
-struct StreamedCopies {
-    bytes: u64,
-    /// GPU time of the copies themselves (CUDA events around each).
-    copy: Duration,
-}
-
 impl ResidentParams {
     fn is(&self, p: &Parameters<Bls12>) -> bool {
         self.host.is(p)
@@ -153,7 +144,7 @@ impl ResidentParams {
 
 /// Densities of one circuit shape on the device, over `[inputs | aux]`.
 struct ShapeDensities {
-    key: (usize, usize, usize, u64),
+    key: ShapeKey,
     /// H: the first m-1 of m coefficients.
     h: DeviceDensity,
     /// L: the aux variables.
@@ -312,6 +303,8 @@ pub struct GpuProver {
     /// The stream streamed chunks are copied on, created on first use.
     copy_stream: Mutex<Option<Arc<CudaStream>>>,
     shapes: Mutex<Vec<Arc<ShapeDensities>>>,
+    /// Streamed MSM plans, one per shape and chunk size.
+    streamed: Mutex<Vec<Arc<StreamedShape>>>,
 }
 
 impl std::fmt::Debug for GpuProver {
@@ -342,14 +335,25 @@ fn on_prep_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     }
 }
 
+/// A circuit shape's key in the prover's caches: its sizes and densities.
+fn shape_key(pce: &Pce) -> ShapeKey {
+    (
+        pce.num_inputs,
+        pce.num_aux,
+        pce.num_constraints(),
+        density_hash(&pce.a_aux_density)
+            ^ density_hash(&pce.b_input_density).rotate_left(21)
+            ^ density_hash(&pce.b_aux_density).rotate_left(42),
+    )
+}
+
 fn density_hash(d: &Density) -> u64 {
-    // FNV-1a over the bits: cheap, and enough to tell shapes apart in a cache
-    // that also compares the counts.
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for (i, used) in d.iter().enumerate() {
-        if used {
-            h = (h ^ i as u64).wrapping_mul(0x100_0000_01b3);
-        }
+    // FNV-1a over the bitmap's words, not its bits (every kernel region
+    // asks): cheap, and enough to tell shapes apart in a cache that also
+    // compares the counts.
+    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ d.len() as u64;
+    for &w in d.words() {
+        h = (h ^ w).wrapping_mul(0x100_0000_01b3);
     }
     h
 }
@@ -397,6 +401,7 @@ impl GpuProver {
             host_pool: OnceLock::new(),
             copy_stream: Mutex::new(None),
             shapes: Mutex::new(Vec::new()),
+            streamed: Mutex::new(Vec::new()),
         })
     }
 
@@ -543,102 +548,17 @@ impl GpuProver {
         Ok(stream)
     }
 
-    /// sum over the used variables v of scalars\[offset + v\] times the next
-    /// host base, streamed in chunks of [`GpuOptions::stream_chunk`]
-    /// variables: the MSM of a parameter set that is not resident. The next
-    /// chunk's bases are copied on the copy stream while the MSM of the
-    /// current one runs (two chunk buffers); from page-locked host memory
-    /// that copy is asynchronous, from pageable memory the driver makes it
-    /// (nearly) synchronous, so it overlaps nothing. Adds the copies' bytes
-    /// and GPU time to `copies`.
-    fn streamed_msm<A: MsmAffine>(
-        &self,
-        host_bases: &[A],
-        scalars: &DeviceBuffer<Scalar>,
-        offset: usize,
-        used: &[bool],
-        copies: &mut StreamedCopies,
-    ) -> Result<A::Projective> {
-        let chunk = self.chunk;
-        // (first variable, density bits, host bases) of each chunk with a
-        // used variable.
-        let mut chunks = Vec::new();
-        let mut base = 0usize;
-        for (k, bits) in used.chunks(chunk).enumerate() {
-            let count = bits.iter().filter(|&&u| u).count();
-            if count == 0 {
-                continue;
-            }
-            let Some(bases) = host_bases.get(base..base + count) else {
-                return Err(Groth16Error::MsmTooFewBases {
-                    needed: base + count,
-                    available: host_bases.len(),
-                });
-            };
-            chunks.push((k * chunk, bits, bases));
-            base += count;
+    /// The plan of `pce`'s streamed MSMs for this prover's chunk size,
+    /// made and put on the device once per shape.
+    fn streamed_shape(&self, pce: &Pce) -> Result<Arc<StreamedShape>> {
+        let key = shape_key(pce);
+        let mut cache = self.streamed.lock().map_err(|_| poisoned())?;
+        if let Some(s) = cache.iter().find(|s| s.key == key && s.chunk == self.chunk) {
+            return Ok(s.clone());
         }
-        let Some(largest) = chunks.iter().map(|c| c.2.len()).max() else {
-            return Ok(A::Projective::identity());
-        };
-        let copy = self.copy_stream()?;
-        let mut bufs = vec![DeviceBases::<A>::alloc(&self.gpu, largest)?];
-        if chunks.len() > 1 {
-            bufs.push(DeviceBases::<A>::alloc(&self.gpu, largest)?);
-        }
-        let result = self.streamed_chunks(&chunks, &mut bufs, scalars, offset, &copy, copies);
-        // Whatever happened, no copy may still read the host bases or write
-        // a chunk buffer once this returns.
-        let waited = copy.synchronize().map_err(|e| Groth16Error::Cuda {
-            what: format!("waiting for GPU {}'s copy stream", self.gpu.ordinal()),
-            detail: format!("{e:?}"),
-        });
-        let acc = result?;
-        waited?;
-        Ok(acc)
-    }
-
-    #[allow(clippy::type_complexity)]
-    fn streamed_chunks<A: MsmAffine>(
-        &self,
-        chunks: &[(usize, &[bool], &[A])],
-        bufs: &mut [DeviceBases<A>],
-        scalars: &DeviceBuffer<Scalar>,
-        offset: usize,
-        copy: &Arc<CudaStream>,
-        copies: &mut StreamedCopies,
-    ) -> Result<A::Projective> {
-        let g = &self.gpu;
-        g.bind("streaming parameter bases")?;
-        // The copy stream writes the chunk buffers only after their
-        // allocation (stream-ordered on the GPU's stream) is done.
-        copy.join(g.stream()).map_err(|e| Groth16Error::Cuda {
-            what: "ordering the copy stream after the GPU's stream".into(),
-            detail: format!("{e:?}"),
-        })?;
-        let mut events = Vec::with_capacity(chunks.len());
-        events.push(upload_on(g, copy, bufs[0].buffer_mut(), chunks[0].2)?);
-        let mut acc = A::Projective::identity();
-        for (i, &(lo, bits, bases)) in chunks.iter().enumerate() {
-            if let Some(next) = chunks.get(i + 1) {
-                // Into the buffer the previous chunk's MSM used: that MSM is
-                // done (`msm` returns after reading its result back), and
-                // cudarc orders the copy after the buffer's last use anyway.
-                let n = bufs.len();
-                events.push(upload_on(g, copy, bufs[(i + 1) % n].buffer_mut(), next.2)?);
-            }
-            let dens = DeviceDensity::upload(g, bits.iter().copied(), bits.len())?;
-            let mut sc = g.alloc_zeros::<Scalar>(bits.len())?;
-            sc.copy_range_from(0, scalars, offset + lo, bits.len())?;
-            // The MSM's launches wait for this chunk's copy (cudarc records
-            // the copy as the buffer's last write on the copy stream).
-            acc += self.msm.msm(&bufs[i % bufs.len()], &sc, Some(&dens))?;
-            copies.bytes += size_of_val(bases) as u64;
-        }
-        for (start, end) in &events {
-            copies.copy += Duration::from_secs_f64(end.ms_since(start)?.max(0.0) / 1e3);
-        }
-        Ok(acc)
+        let s = Arc::new(StreamedShape::new(&self.gpu, pce, key, self.chunk)?);
+        cache.push(s.clone());
+        Ok(s)
     }
 
     /// The shape's PCE on the device, uploaded now if needed.
@@ -670,14 +590,7 @@ impl GpuProver {
     }
 
     fn densities(&self, pce: &Pce) -> Result<Arc<ShapeDensities>> {
-        let key = (
-            pce.num_inputs,
-            pce.num_aux,
-            pce.num_constraints(),
-            density_hash(&pce.a_aux_density)
-                ^ density_hash(&pce.b_input_density).rotate_left(21)
-                ^ density_hash(&pce.b_aux_density).rotate_left(42),
-        );
+        let key = shape_key(pce);
         let mut cache = self.shapes.lock().map_err(|_| poisoned())?;
         if let Some(s) = cache.iter().find(|s| s.key == key) {
             return Ok(s.clone());
@@ -703,43 +616,6 @@ impl GpuProver {
         cache.push(s.clone());
         Ok(s)
     }
-}
-
-/// Queues a copy of `src` into the start of `dst` on `stream`, between two
-/// timing events (returned); `src` must stay alive and unchanged until the
-/// stream has been waited for.
-fn upload_on<A: MsmAffine>(
-    gpu: &Gpu,
-    stream: &Arc<CudaStream>,
-    dst: &mut DeviceBuffer<A>,
-    src: &[A],
-) -> Result<(GpuEvent, GpuEvent)> {
-    if src.len() > dst.len() {
-        return Err(Groth16Error::CopyLength {
-            what: "into a streamed chunk buffer",
-            device: dst.len(),
-            host: src.len(),
-        });
-    }
-    let start = gpu.event_on(stream)?;
-    {
-        // Records the copy as the buffer's last write when dropped.
-        let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
-        // SAFETY: `ptr` holds at least `src.len()` elements of `A` in this
-        // GPU's context (bound by the caller); the caller keeps `src` alive
-        // until it has waited for `stream`.
-        unsafe { cu_result::memcpy_htod_async(ptr, src, stream.cu_stream()) }.map_err(|e| {
-            Groth16Error::Cuda {
-                what: format!(
-                    "copying {} streamed bases to GPU {}",
-                    src.len(),
-                    gpu.ordinal()
-                ),
-                detail: format!("{e:?}"),
-            }
-        })?;
-    }
-    Ok((start, gpu.event_on(stream)?))
 }
 
 fn poisoned() -> Groth16Error {
@@ -864,13 +740,14 @@ impl Prover for GpuProver {
 
     fn shared_device_bytes(&self, pce: &Pce) -> u64 {
         // The NTT's twiddles, a bound on the MSMs' scratch (kept by GpuMsm
-        // across proofs), and the two chunk buffers of a streamed MSM (G2
-        // bases, the larger): one of each per prover, used inside the
+        // across proofs), and for streamed MSMs the two chunk buffers (of G2
+        // bases at most: at the switch from G1 two G1 buffers and one G2)
+        // and a chunk's scalars: one of each per prover, used inside the
         // kernel region, which one partition at a time runs.
         let m = pce.domain_size();
         let vars = pce.num_inputs + pce.num_aux;
         let chunk = self.chunk.min(m.max(vars)) as u64;
-        let chunks = 2 * chunk * std::mem::size_of::<G2Affine>() as u64;
+        let chunks = chunk * (2 * std::mem::size_of::<G2Affine>() as u64 + 32);
         2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars)) + chunks
     }
 
@@ -977,6 +854,18 @@ impl Prover for GpuProver {
         let g = &self.gpu;
         let mut clock = EventClock::start(g)?;
         let resident = timings.time("params", || self.resident(params, pce))?;
+        // A streamed set: page-locked (once), the shape's chunks planned
+        // (once), and the first chunk of H copied under the NTTs.
+        let mut streamed = match resident {
+            Some(_) => None,
+            None => {
+                let pinned = timings.time("params pin", || self.pinned_queries(params))?;
+                let shape = timings.time("params plan", || self.streamed_shape(pce))?;
+                let mut streamer = Streamer::new(g, &self.msm, self.copy_stream()?, params, shape)?;
+                streamer.prefetch()?;
+                Some((streamer, pinned))
+            }
+        };
         clock.mark(g, "params h2d")?;
         timings.time("h (ntt)", || {
             self.ntt
@@ -984,8 +873,8 @@ impl Prover for GpuProver {
         })?;
         clock.mark(g, "h (ntt)")?;
         drop((b, c));
-        let (h, l, a, b_g1, b_g2) = match resident {
-            Some(resident) => {
+        let (h, l, a, b_g1, b_g2) = match (resident, &mut streamed) {
+            (Some(resident), _) => {
                 let dens = self.densities(pce)?;
                 let h = timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
                 clock.mark(g, "msm h")?;
@@ -1004,65 +893,45 @@ impl Prover for GpuProver {
                 clock.mark(g, "msm b_g2")?;
                 (h, l, a, b_g1, b_g2)
             }
-            None => {
-                let (ni, na, m) = (pce.num_inputs, pce.num_aux, pce.domain_size());
-                let h_used: Vec<bool> = (0..m).map(|i| i + 1 < m).collect();
-                let l_used = vec![true; na];
-                let a_used: Vec<bool> = (0..ni)
-                    .map(|_| true)
-                    .chain(pce.a_aux_density.iter())
-                    .collect();
-                let b_used: Vec<bool> = pce
-                    .b_input_density
-                    .iter()
-                    .chain(pce.b_aux_density.iter())
-                    .collect();
-                let pinned = timings.time("params pin", || self.pinned_queries(params))?;
-                let mut copies = StreamedCopies::default();
-                let h = timings.time("msm h (streamed)", || {
-                    self.streamed_msm(&params.h, &a, 0, &h_used, &mut copies)
-                })?;
+            (None, Some((st, _))) => {
+                let ni = pce.num_inputs;
+                let h = timings.time("msm h (streamed)", || st.g1(Query::H, &a, 0))?;
                 clock.mark(g, "msm h")?;
                 drop(a);
-                let l = timings.time("msm l (streamed)", || {
-                    self.streamed_msm(&params.l, &w, ni, &l_used, &mut copies)
-                })?;
+                let l = timings.time("msm l (streamed)", || st.g1(Query::L, &w, ni))?;
                 clock.mark(g, "msm l")?;
-                let a = timings.time("msm a (streamed)", || {
-                    self.streamed_msm(&params.a, &w, 0, &a_used, &mut copies)
-                })?;
+                let a = timings.time("msm a (streamed)", || st.g1(Query::A, &w, 0))?;
                 clock.mark(g, "msm a")?;
-                let b_g1 = timings.time("msm b_g1 (streamed)", || {
-                    self.streamed_msm(&params.b_g1, &w, 0, &b_used, &mut copies)
-                })?;
+                let b_g1 = timings.time("msm b_g1 (streamed)", || st.g1(Query::BG1, &w, 0))?;
                 clock.mark(g, "msm b_g1")?;
-                let b_g2 = timings.time("msm b_g2 (streamed)", || {
-                    self.streamed_msm(&params.b_g2, &w, 0, &b_used, &mut copies)
-                })?;
+                let b_g2 = timings.time("msm b_g2 (streamed)", || st.g2(&w))?;
                 clock.mark(g, "msm b_g2")?;
-                // GPU time of the parameter copies themselves (on the copy
-                // stream, under the MSMs when pinned): bytes / this is the
-                // bandwidth the streaming achieved.
-                let secs = copies.copy.as_secs_f64();
-                let gb_per_s = if secs > 0.0 {
-                    copies.bytes as f64 / secs / 1e9
-                } else {
-                    0.0
-                };
-                timings.push_overlapped(
-                    "streamed h2d",
-                    copies.copy,
-                    format!(
-                        "{} bytes of parameters copied in {:.1} ms of copy time: {gb_per_s:.1} GB/s ({})",
-                        copies.bytes,
-                        secs * 1e3,
-                        if pinned.is_some() { "page-locked" } else { "pageable" }
-                    ),
-                );
-                drop(pinned);
                 (h, l, a, b_g1, b_g2)
             }
+            (None, None) => return Err(poisoned()),
         };
+        if let Some((st, pinned)) = streamed {
+            let (bytes, copy) = st.finish()?;
+            // GPU time of the parameter copies themselves (on the copy
+            // stream, under the NTTs and MSMs when pinned): bytes / this is
+            // the bandwidth the streaming achieved.
+            let secs = copy.as_secs_f64();
+            let gb_per_s = if secs > 0.0 {
+                bytes as f64 / secs / 1e9
+            } else {
+                0.0
+            };
+            timings.push_overlapped(
+                "streamed h2d",
+                copy,
+                format!(
+                    "{bytes} bytes of parameters copied in {:.1} ms of copy time: {gb_per_s:.1} GB/s ({})",
+                    secs * 1e3,
+                    if pinned.is_some() { "page-locked" } else { "pageable" }
+                ),
+            );
+            drop(pinned);
+        }
         clock.finish(timings)?;
         Ok(MsmResults {
             h,

@@ -23,6 +23,7 @@ pub mod params;
 pub mod prover;
 pub mod setup;
 pub mod spmv;
+mod streamed;
 
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};

@@ -130,21 +130,23 @@ fn gpu_refuses_mismatched_parameters() {
 
 /// Parameters streamed chunk by chunk from host memory give the same bytes
 /// as resident ones: chunks far smaller than the queries, so every MSM runs
-/// over many chunks, some with no used variable; from page-locked memory
-/// (the next chunk copied under the current one's MSM) and from pageable
-/// memory. The page-locked host copy is let go with the set.
+/// over many chunks, some with no used variable, and chunks larger than the
+/// queries (one chunk per query, each copied under the previous query's
+/// MSM, H's under the NTTs); from page-locked memory (the next chunk copied
+/// under the current one's MSM) and from pageable memory. The page-locked
+/// host copy is let go with the set.
 #[test]
 fn streamed_parameters_give_the_same_proofs() {
     let _device = shared();
     let Some(_) = gpu_or_skip("streamed_parameters_give_the_same_proofs") else {
         return;
     };
-    let streamed = |pin_streamed| {
+    let streamed = |pin_streamed, chunk| {
         GpuProver::with_options(
             0,
             GpuOptions {
                 params: ParamsPlacement::Streamed,
-                stream_chunk: Some(300),
+                stream_chunk: Some(chunk),
                 pin_streamed,
                 // Also covers a/b/c from the PCE on the CPU.
                 gpu_abc: false,
@@ -153,7 +155,10 @@ fn streamed_parameters_give_the_same_proofs() {
         )
         .unwrap()
     };
-    let (pinned, pageable) = (streamed(true), streamed(false));
+    let (pinned, pageable) = (streamed(true, 300), streamed(false, 300));
+    // Pageable: the pinned prover has page-locked the sets already (the
+    // driver registers a range once).
+    let whole = streamed(false, 1 << 20);
     let resident = GpuProver::with_options(
         0,
         GpuOptions {
@@ -176,7 +181,11 @@ fn streamed_parameters_give_the_same_proofs() {
         };
         let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
         let theirs = create_proof(spec.build(7), &params, r, s).unwrap();
-        for (prover, what) in [(&pinned, "pinned"), (&pageable, "pageable")] {
+        for (prover, what) in [
+            (&pinned, "pinned"),
+            (&pageable, "pageable"),
+            (&whole, "pageable, one chunk per query"),
+        ] {
             // Twice: the second proof reuses the page-locked set.
             for round in 0..2 {
                 let a = prover.prove(input, &params, r, s).unwrap();
@@ -193,7 +202,7 @@ fn streamed_parameters_give_the_same_proofs() {
                 let copies = a.timings.overlapped();
                 assert!(
                     copies.iter().any(|(s, _, note)| *s == "streamed h2d"
-                        && note.contains(if what == "pinned" {
+                        && note.contains(if what.starts_with("pinned") {
                             "page-locked"
                         } else {
                             "pageable"
@@ -212,6 +221,7 @@ fn streamed_parameters_give_the_same_proofs() {
         drop(params);
         pinned.release_unused();
         pageable.release_unused();
+        whole.release_unused();
         assert!(h.upgrade().is_none(), "{spec}: the page-locked h was kept");
     }
 }

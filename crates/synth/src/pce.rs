@@ -119,6 +119,12 @@ impl Density {
         self.count
     }
 
+    /// The bitmap: bit `i % 64` of word `i / 64` is variable `i`; bits past
+    /// [`Density::len`] are zero.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     /// Iterates over all variables, yielding whether each is used.
     pub fn iter(&self) -> impl Iterator<Item = bool> + '_ {
         (0..self.len).map(|i| self.get(i))

@@ -216,6 +216,33 @@ impl DeviceDensity {
                 detail: format!("the density was to cover {len} variables but gave only {seen}"),
             });
         }
+        Self::from_words(gpu, words, len)
+    }
+
+    /// Uploads a bitmap of `len` variables: bit `i % 64` of `words[i / 64]`
+    /// (bits past `len` are ignored).
+    pub fn from_words(gpu: &Arc<Gpu>, mut words: Vec<u64>, len: usize) -> Result<Self> {
+        if len > MAX_LEN {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "a density over {len} variables is more than the {MAX_LEN} one MSM can index"
+                ),
+            });
+        }
+        let n = len.div_ceil(64);
+        if words.len() < n {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "a density over {len} variables needs {n} words, not {}",
+                    words.len()
+                ),
+            });
+        }
+        words.truncate(n.max(1));
+        words.resize(n.max(1), 0);
+        if !len.is_multiple_of(64) {
+            words[n - 1] &= (1u64 << (len % 64)) - 1;
+        }
         let mut prefix = Vec::with_capacity(words.len());
         let mut count = 0usize;
         for w in &words {
