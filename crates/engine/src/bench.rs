@@ -460,6 +460,8 @@ mod tests {
                     busy_s: busy_fraction,
                     busy_fraction,
                     largest_gaps: Vec::new(),
+                    prep_s: 0.0,
+                    prep_under_kernel_s: 0.0,
                 })
                 .collect(),
             stages: Vec::new(),

@@ -230,6 +230,10 @@ pub struct EngineConfig {
     /// link's full speed, under the previous chunk's MSM); false: copied
     /// from pageable memory.
     pub gpu_pin_streamed: bool,
+    /// Give each worker its own CUDA stream, so one worker's uploads and
+    /// a/b/c kernels run beside the other's kernel region; false: both
+    /// workers of a GPU on one shared stream (for comparison).
+    pub gpu_stream_per_worker: bool,
     /// Let the GPU backend compute a/b/c itself from the circuit's matrices
     /// kept in device memory (only the witness crosses PCIe) when they fit;
     /// false: a/b/c on the CPU, uploaded.
@@ -255,6 +259,7 @@ impl Default for EngineConfig {
             gpus: None,
             gpu_params: GpuParams::Auto,
             gpu_pin_streamed: true,
+            gpu_stream_per_worker: true,
             gpu_abc: true,
             timeline_capacity: 1 << 20,
         }

@@ -32,6 +32,8 @@ pub enum Lane {
 pub const KERNEL_REGION: &str = "kernel_region";
 /// The epilogue's stage name; one per proof made.
 pub const EPILOGUE: &str = "epilogue";
+/// The prep phase's stage name (uploads, and a/b/c on the device).
+pub const PREP: &str = "prep";
 
 /// One stage of one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -347,6 +349,11 @@ pub struct DeviceSummary {
     pub busy_fraction: f64,
     /// The largest idle gaps between kernel regions, largest first (at most 5).
     pub largest_gaps: Vec<Gap>,
+    /// Time the device's workers spent in prep (uploads, a/b/c on the
+    /// device), and how much of it was inside a kernel region (the other
+    /// worker's: one worker does one thing at a time).
+    pub prep_s: f64,
+    pub prep_under_kernel_s: f64,
 }
 
 /// Median and total of one stage.
@@ -393,9 +400,14 @@ fn summarize(spans: &[Span]) -> TimelineSummary {
     let rate = |n: f64, d: f64| if d > 0.0 { n / d } else { 0.0 };
 
     let mut kernels: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
-    for s in spans.iter().filter(|s| s.stage == KERNEL_REGION) {
+    let mut preps: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+    for s in spans.iter().filter(|s| s.depth == 0) {
         if let Lane::Device(d) = s.lane {
-            kernels.entry(d).or_default().push((s.start_us, s.end_us));
+            match s.stage {
+                KERNEL_REGION => kernels.entry(d).or_default().push((s.start_us, s.end_us)),
+                PREP => preps.entry(d).or_default().push((s.start_us, s.end_us)),
+                _ => {}
+            }
         }
     }
     let devices = kernels
@@ -409,12 +421,14 @@ fn summarize(spans: &[Span]) -> TimelineSummary {
             // Merge overlaps (there are none with one kernel lock, but a
             // timeline may mix runs), measuring busy time and gaps.
             let mut current: Option<(u64, u64)> = None;
+            let mut merged = Vec::new();
             for (s, e) in regions {
                 match current {
                     Some((cs, ce)) if s <= ce => current = Some((cs, ce.max(e))),
                     Some((cs, ce)) => {
                         busy += ce - cs;
                         gaps.push((ce, s - ce));
+                        merged.push((cs, ce));
                         current = Some((s, e));
                     }
                     None => current = Some((s, e)),
@@ -422,8 +436,19 @@ fn summarize(spans: &[Span]) -> TimelineSummary {
             }
             let last = current.map_or(first, |(cs, ce)| {
                 busy += ce - cs;
+                merged.push((cs, ce));
                 ce
             });
+            let device_preps = preps.remove(&device).unwrap_or_default();
+            let prep: u64 = device_preps.iter().map(|(s, e)| e.saturating_sub(*s)).sum();
+            let under: u64 = device_preps
+                .iter()
+                .flat_map(|&(ps, pe)| {
+                    merged
+                        .iter()
+                        .map(move |&(ks, ke)| pe.min(ke).saturating_sub(ps.max(ks)))
+                })
+                .sum();
             gaps.sort_by_key(|g| std::cmp::Reverse(g.1));
             let window = last.saturating_sub(first) as f64 / 1e6;
             DeviceSummary {
@@ -444,6 +469,8 @@ fn summarize(spans: &[Span]) -> TimelineSummary {
                         ms: d as f64 / 1e3,
                     })
                     .collect(),
+                prep_s: prep as f64 / 1e6,
+                prep_under_kernel_s: under as f64 / 1e6,
             }
         })
         .collect();
@@ -496,6 +523,14 @@ impl fmt::Display for TimelineSummary {
                 d.busy_fraction * 100.0,
                 d.window_s
             )?;
+            if d.prep_s > 0.0 {
+                writeln!(
+                    f,
+                    "  prep {:.3} s, {:.1}% of it inside the other worker's kernel regions",
+                    d.prep_s,
+                    d.prep_under_kernel_s / d.prep_s * 100.0
+                )?;
+            }
             for g in &d.largest_gaps {
                 writeln!(f, "  idle gap {:>10.3} ms at {:.3} s", g.ms, g.at_s)?;
             }
@@ -534,7 +569,11 @@ mod tests {
     fn summary_measures_busy_time_gaps_and_medians() {
         let data = TimelineData {
             spans: vec![
-                span(0, 0, "prep", 0, 100),
+                span(0, 0, PREP, 0, 100),
+                // The next partition's prep, half inside the first region,
+                // half inside the gap.
+                span(1, 1, PREP, 600, 1100),
+                span(2, 0, PREP, 2350, 2850),
                 span(0, 0, KERNEL_REGION, 100, 1100),
                 span(1, 1, KERNEL_REGION, 1100, 2100),
                 span(0, 0, EPILOGUE, 1100, 1200),
@@ -555,6 +594,10 @@ mod tests {
         assert_eq!((epi.count, epi.median_ms), (3, 0.1));
         assert_eq!(s.stages[0].stage, "prep");
         assert!(s.to_string().contains("busy 85.7%"), "{s}");
+        // 100 + 500 + 500 us of prep; 500 + 250 of it inside regions.
+        assert!((d.prep_s - 0.0011).abs() < 1e-9, "{}", d.prep_s);
+        assert!((d.prep_under_kernel_s - 0.00075).abs() < 1e-9);
+        assert!(s.to_string().contains("prep 0.001 s, 68.2%"), "{s}");
     }
 
     #[test]

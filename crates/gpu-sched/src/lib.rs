@@ -109,9 +109,19 @@ impl fmt::Display for JobId {
 }
 
 /// The three phases of a work item.
+///
+/// What each may do on the device: the kernel region may launch anything;
+/// prep may copy the item's inputs to the device and launch short kernels
+/// over them (for a proof: a/b/c from the circuit's matrices and the
+/// witness check), on its worker's own stream, so they run beside the
+/// other worker's kernel region and never queue behind it; the epilogue
+/// uses no device. The lock orders the long, device-filling work;
+/// prep's work overlaps it by design, and what it allocates is within the
+/// item's reserved memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Phase {
-    /// Before the kernel region, outside the lock.
+    /// Before the kernel region, outside the lock: uploads, and short
+    /// kernels over the item's own inputs on the worker's own stream.
     Prep,
     /// The kernel region, inside the device's kernel lock.
     Kernel,

@@ -27,7 +27,7 @@ use cudarc::driver::CudaStream;
 use cuzk_pinned_pool::{Pool, PoolConfig, RegisteredShared};
 use cuzk_synth::{Abc, Density, Pce};
 
-use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
+use crate::cuda::{DeviceBuffer, Gpu, GpuEvent, OwnStream};
 use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 use crate::ntt::GpuNtt;
 use crate::prover::{
@@ -187,6 +187,12 @@ pub struct GpuOptions {
     /// kept in device memory (uploaded once per shape) and check the
     /// witness there, uploading only the witness; else on the CPU.
     pub gpu_abc: bool,
+    /// Run each calling thread's (each engine worker's) copies and kernels
+    /// on a stream of its own ([`Gpu::own_stream`]), so one worker's
+    /// uploads and prepare kernels run beside the other's kernel region
+    /// instead of queueing behind it; false: every worker on the GPU's one
+    /// shared stream.
+    pub stream_per_worker: bool,
     /// Behave as on a card with this many bytes of device memory
     /// ([`Gpu::set_memory_limit`]: placement, free-memory checks and this
     /// crate's device buffers see that card); `None`: the card's own. Per
@@ -201,6 +207,7 @@ impl Default for GpuOptions {
             stream_chunk: None,
             pin_streamed: true,
             gpu_abc: true,
+            stream_per_worker: true,
             memory_limit: None,
         }
     }
@@ -427,7 +434,7 @@ impl GpuProver {
         let orphans = take_orphans(&mut cache);
         if !orphans.is_empty() {
             drop(orphans);
-            self.gpu.synchronize()?;
+            self.gpu.synchronize_device()?;
         }
         if let Some(r) = cache.iter().find(|r| r.is(params)) {
             return Ok(Some(r.clone()));
@@ -528,6 +535,16 @@ impl GpuProver {
         );
         cache.push(p.clone());
         Ok(Some(p))
+    }
+
+    /// The calling thread's own stream while the guard lives, where
+    /// [`GpuOptions::stream_per_worker`] asks for it.
+    fn own_stream(&self) -> Result<Option<OwnStream>> {
+        if self.options.stream_per_worker {
+            self.gpu.own_stream().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     /// The stream streamed chunks are copied on.
@@ -717,7 +734,7 @@ impl Prover for GpuProver {
         // that evicted a set sees it free.
         drop(orphans);
         if bytes > 0 {
-            if let Err(e) = self.gpu.synchronize() {
+            if let Err(e) = self.gpu.synchronize_device() {
                 tracing::warn!(gpu = self.gpu.ordinal(), "after freeing parameters: {e}");
             }
             tracing::info!(
@@ -794,6 +811,7 @@ impl Prover for GpuProver {
         let pce = input.pce;
         check_params(params, pce)?;
         cuzk_synth::spmv::check_shape(pce, input.witness)?;
+        let _own = self.own_stream()?;
         if matches!(input.abc, AbcInput::FromPce) && self.options.gpu_abc {
             return self.prepare_gpu_abc(input, timings);
         }
@@ -851,6 +869,7 @@ impl Prover for GpuProver {
                 backend: self.name(),
             });
         };
+        let _own = self.own_stream()?;
         let g = &self.gpu;
         let mut clock = EventClock::start(g)?;
         let resident = timings.time("params", || self.resident(params, pce))?;

@@ -12,7 +12,7 @@ use blstrs::Scalar;
 use cuzk_gpu_sched::testing::gpu_or_skip;
 use cuzk_groth16_cuda::{
     AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
-    ProverInput,
+    ProverInput, StageTimings, assemble,
 };
 use cuzk_synth::circuits::{CircuitSpec, all_test_specs};
 use cuzk_synth::{Pce, Witness};
@@ -148,6 +148,8 @@ fn streamed_parameters_give_the_same_proofs() {
                 params: ParamsPlacement::Streamed,
                 stream_chunk: Some(chunk),
                 pin_streamed,
+                // Both ways of ordering the work.
+                stream_per_worker: pin_streamed,
                 // Also covers a/b/c from the PCE on the CPU.
                 gpu_abc: false,
                 memory_limit: None,
@@ -223,6 +225,82 @@ fn streamed_parameters_give_the_same_proofs() {
         pageable.release_unused();
         whole.release_unused();
         assert!(h.upgrade().is_none(), "{spec}: the page-locked h was kept");
+    }
+}
+
+/// Two workers of one prover, as the engine runs them: prepare on two
+/// threads at once (uploads, the SpMV and the witness check on each
+/// worker's stream), kernel regions one at a time under a lock, each on the
+/// thread that prepared it. On streams of their own (the default) and on the
+/// GPU's shared stream, resident and streamed parameters: byte-identical
+/// proofs.
+#[test]
+fn workers_on_their_own_streams_give_the_same_proofs() {
+    let _device = shared();
+    let Some(_) = gpu_or_skip("workers_on_their_own_streams_give_the_same_proofs") else {
+        return;
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(0x5EED);
+    for spec in ["porep:12", "mul-chain:13"] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let params: Parameters<Bls12> =
+            generate_random_parameters(spec.build(0), &mut rng).unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        // Six partitions: witness, r, s and bellperson's proof.
+        let jobs: Vec<_> = (0..6u64)
+            .map(|seed| {
+                let witness = Witness::synthesize(spec.build(seed)).unwrap();
+                let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+                let theirs = bytes(&create_proof(spec.build(seed), &params, r, s).unwrap());
+                (witness, r, s, theirs)
+            })
+            .collect();
+        for (stream_per_worker, params_at) in [
+            (true, ParamsPlacement::Resident),
+            (false, ParamsPlacement::Resident),
+            (true, ParamsPlacement::Streamed),
+        ] {
+            let prover = GpuProver::with_options(
+                0,
+                GpuOptions {
+                    params: params_at,
+                    stream_per_worker,
+                    ..GpuOptions::default()
+                },
+            )
+            .unwrap();
+            let kernel_lock = std::sync::Mutex::new(());
+            std::thread::scope(|scope| {
+                for worker in 0..2 {
+                    let (prover, jobs, kernel_lock) = (&prover, &jobs, &kernel_lock);
+                    let (pce, params, spec) = (&pce, &params, &spec);
+                    scope.spawn(move || {
+                        for (witness, r, s, theirs) in jobs.iter().skip(worker).step_by(2) {
+                            let input = ProverInput {
+                                pce,
+                                witness,
+                                abc: AbcInput::FromPce,
+                            };
+                            let mut timings = StageTimings::default();
+                            let staged = prover.prepare(input, params, &mut timings).unwrap();
+                            let msm = {
+                                let _region = kernel_lock.lock().unwrap();
+                                prover
+                                    .kernel_region(input, params, staged, &mut timings)
+                                    .unwrap()
+                            };
+                            let proof = assemble(&params.vk, &msm, *r, *s).unwrap();
+                            assert_eq!(
+                                &bytes(&proof),
+                                theirs,
+                                "{spec}: worker {worker}, own streams {stream_per_worker}, \
+                                 {params_at:?} parameters"
+                            );
+                        }
+                    });
+                }
+            });
+        }
     }
 }
 

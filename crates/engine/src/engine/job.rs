@@ -487,7 +487,8 @@ impl PartitionWork {
                     .prepare(work.input()?, &work.params, &mut timings)
                     .map_err(|e| work.fail("prepare", e))?;
                 let (j, p, lane, w) = work.at(ctx);
-                work.timeline.record_since(j, p, lane, w, "prep", start);
+                work.timeline
+                    .record_since(j, p, lane, w, crate::timeline::PREP, start);
                 work.timeline
                     .record_substages((j, p, lane, w), start, &timings.0);
                 Ok((work, staged))

@@ -338,6 +338,7 @@ fn open_gpus(
         },
         gpu_abc: config.gpu_abc,
         pin_streamed: config.gpu_pin_streamed,
+        stream_per_worker: config.gpu_stream_per_worker,
         memory_limit: config.device_memory_limit.map(|b| b.0),
         ..GpuOptions::default()
     };

@@ -1,12 +1,14 @@
-//! [`Gpu`]: one device's context, stream and loaded device-code modules,
+//! [`Gpu`]: one device's context, streams and loaded device-code modules,
 //! shared by the whole process.
 
 use std::{
+    cell::RefCell,
     collections::{BTreeMap, HashMap},
     fmt,
+    marker::PhantomData,
     sync::{
         Arc, Mutex, MutexGuard, OnceLock, PoisonError,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::Instant,
 };
@@ -27,9 +29,27 @@ use crate::{Groth16Error, Result};
 /// the next synchronisation's. For debugging; it serialises host and GPU.
 pub const LAUNCH_BLOCKING_ENV: &str = "CUZK_CUDA_LAUNCH_BLOCKING";
 
-/// One CUDA device as this crate uses it: the device's primary context, one
-/// stream on which all of this handle's copies and launches are ordered, and
-/// the modules loaded on it so far.
+/// Streams a device keeps for threads that ask for one of their own
+/// ([`Gpu::own_stream`]); threads beyond these share them, round robin.
+const OWN_STREAMS: usize = 8;
+
+thread_local! {
+    /// Per device (ordinal): the own stream this thread was given, and how
+    /// many [`OwnStream`] guards of it are alive (work goes to it while
+    /// any is).
+    static OWN: RefCell<Vec<(usize, usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// One CUDA device as this crate uses it: the device's primary context, the
+/// streams its copies and launches are ordered on, and the modules loaded on
+/// it so far.
+///
+/// Work goes to one shared stream, except on a thread holding an
+/// [`OwnStream`] ([`Gpu::own_stream`]): there it goes to that thread's own
+/// stream, so one worker's copies and kernels run beside another's instead
+/// of queueing behind them. A buffer used on several streams is ordered by
+/// cudarc's per-buffer events (a read waits for the last write, a write
+/// for the last read and write; a free for both).
 ///
 /// Get it with [`Gpu::get`]; every caller asking for the same ordinal shares
 /// one handle for the life of the process, so each module is loaded once per
@@ -39,6 +59,10 @@ pub struct Gpu {
     name: String,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
+    /// Streams of threads holding an [`OwnStream`], made on first use.
+    own: [OnceLock<Arc<CudaStream>>; OWN_STREAMS],
+    /// The next own stream to give a thread.
+    next_own: AtomicUsize,
     modules: Mutex<HashMap<&'static str, LoadedModule>>,
     /// By module name, module code address and kernel name.
     kernels: Mutex<HashMap<(&'static str, usize, String), CudaFunction>>,
@@ -151,6 +175,8 @@ impl Gpu {
             name,
             ctx,
             stream,
+            own: std::array::from_fn(|_| OnceLock::new()),
+            next_own: AtomicUsize::new(0),
             modules: Mutex::new(HashMap::new()),
             kernels: Mutex::new(HashMap::new()),
             last_launch: Mutex::new(None),
@@ -176,9 +202,64 @@ impl Gpu {
         &self.ctx
     }
 
-    /// The stream on which this handle orders all of its copies and launches.
+    /// The stream the calling thread's copies and launches go to: its own
+    /// while it holds an [`OwnStream`] of this device, else the shared one.
     pub fn stream(&self) -> &Arc<CudaStream> {
-        &self.stream
+        let own = OWN.with_borrow(|own| {
+            own.iter()
+                .find(|&&(ordinal, _, depth)| ordinal == self.ordinal && depth > 0)
+                .map(|&(_, slot, _)| slot)
+        });
+        match own.and_then(|slot| self.own[slot].get()) {
+            Some(stream) => stream,
+            None => &self.stream,
+        }
+    }
+
+    /// Sends the calling thread's work on this device to a stream of its
+    /// own until the guard is dropped (guards nest). A thread keeps the
+    /// same stream for its life; the device has [`OWN_STREAMS`] of them,
+    /// given out round robin, so threads beyond that share.
+    pub fn own_stream(&self) -> Result<OwnStream> {
+        let slot = OWN.with_borrow(|own| {
+            own.iter()
+                .find(|&&(ordinal, _, _)| ordinal == self.ordinal)
+                .map(|&(_, slot, _)| slot)
+        });
+        let slot = match slot {
+            Some(slot) => slot,
+            None => self.next_own.fetch_add(1, Ordering::Relaxed) % OWN_STREAMS,
+        };
+        if self.own[slot].get().is_none() {
+            let stream = self.ctx.new_stream().map_err(driver_error(|| {
+                format!("creating a worker's stream on GPU {}", self.ordinal)
+            }))?;
+            // Another thread given the same slot may have won the race;
+            // then its stream is the slot's and this one is dropped unused.
+            let _ = self.own[slot].set(stream);
+        }
+        OWN.with_borrow_mut(|own| {
+            match own
+                .iter_mut()
+                .find(|(ordinal, _, _)| *ordinal == self.ordinal)
+            {
+                Some(entry) => entry.2 += 1,
+                None => own.push((self.ordinal, slot, 1)),
+            }
+        });
+        Ok(OwnStream {
+            ordinal: self.ordinal,
+            _not_send: PhantomData,
+        })
+    }
+
+    /// Waits until all work queued on this device, on every stream, has
+    /// finished: memory freed in stream order is then back with the driver.
+    pub fn synchronize_device(&self) -> Result<()> {
+        self.ctx.synchronize().map_err(|err| Groth16Error::Cuda {
+            what: format!("waiting for all work on GPU {}", self.ordinal),
+            detail: describe(err),
+        })
     }
 
     /// Free and total device memory in bytes, as the driver reports them
@@ -217,7 +298,7 @@ impl Gpu {
         let new = match limit {
             None => None,
             Some(limit) => {
-                self.synchronize()?;
+                self.synchronize_device()?;
                 let (free, total) = self.driver_mem_info()?;
                 Some(Limit {
                     card: limit.min(total),
@@ -294,11 +375,12 @@ impl Gpu {
         Ok(())
     }
 
-    /// A marker in this GPU's stream: the time between two of them
-    /// ([`GpuEvent::ms_since`]) is the GPU time of the work queued between.
+    /// A marker in the calling thread's stream ([`Gpu::stream`]): the time
+    /// between two of them ([`GpuEvent::ms_since`]) is the GPU time of the
+    /// work queued between.
     pub fn event(&self) -> Result<GpuEvent> {
         let event = self
-            .stream
+            .stream()
             .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(driver_error(|| {
                 format!("recording a timing event on GPU {}", self.ordinal)
@@ -385,9 +467,9 @@ impl Gpu {
         Ok(Kernel::new(Arc::clone(self), module.name, name, function))
     }
 
-    /// Waits until everything queued on this GPU's stream has finished. An
-    /// asynchronous failure (a kernel that faulted) is reported here, naming
-    /// the latest kernel launched.
+    /// Waits until everything queued on the calling thread's stream
+    /// ([`Gpu::stream`]) has finished. An asynchronous failure (a kernel that
+    /// faulted) is reported here, naming the latest kernel launched.
     pub fn synchronize(&self) -> Result<()> {
         self.synchronize_for(&format!("waiting for GPU {}", self.ordinal))
     }
@@ -472,7 +554,7 @@ impl Gpu {
 
     /// [`Gpu::synchronize`] with `what` naming the operation waited for.
     pub(crate) fn synchronize_for(&self, what: &str) -> Result<()> {
-        self.stream.synchronize().map_err(|err| {
+        self.stream().synchronize().map_err(|err| {
             let what = match lock(&self.last_launch).as_deref() {
                 Some(kernel) => format!("{what} (latest kernel launched: {kernel})"),
                 None => what.to_owned(),
@@ -492,6 +574,25 @@ impl Gpu {
     /// Whether launches wait for their kernel ([`LAUNCH_BLOCKING_ENV`]).
     pub(crate) fn launch_blocking(&self) -> bool {
         self.launch_blocking
+    }
+}
+
+/// While alive, the calling thread's work on one device goes to the
+/// thread's own stream ([`Gpu::own_stream`]). Not `Send`: it belongs to the
+/// thread that made it.
+#[derive(Debug)]
+pub struct OwnStream {
+    ordinal: usize,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for OwnStream {
+    fn drop(&mut self) {
+        OWN.with_borrow_mut(|own| {
+            if let Some(entry) = own.iter_mut().find(|(o, _, _)| *o == self.ordinal) {
+                entry.2 = entry.2.saturating_sub(1);
+            }
+        });
     }
 }
 

@@ -57,6 +57,6 @@ pub mod modules;
 
 pub use buffer::{DeviceBuffer, DeviceElem};
 pub use cudarc::driver::{DeviceRepr, LaunchConfig};
-pub use gpu::{Gpu, GpuEvent, LAUNCH_BLOCKING_ENV, limited_mem_info};
+pub use gpu::{Gpu, GpuEvent, LAUNCH_BLOCKING_ENV, OwnStream, limited_mem_info};
 pub use launch::{Kernel, KernelArgs, MAX_BLOCK_SIZE, grid_1d};
 pub use modules::{DeviceModule, ModuleImage};
