@@ -938,3 +938,99 @@ fn what_a_prover_holds_once_is_reserved_once_per_device() {
         .unwrap();
     assert_eq!(proofs.len(), 1);
 }
+
+/// The CPU prover, holding device memory across proofs as the GPU backend
+/// does with a resident parameter set: 20 MiB from its first kernel region
+/// on, until it is asked to let go of what no proof uses.
+#[derive(Debug, Default)]
+struct Holding {
+    inner: cuzk_groth16_cuda::CpuProver,
+    held: std::sync::atomic::AtomicU64,
+}
+
+impl cuzk_groth16_cuda::Prover for Holding {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device_bytes(&self, _pce: &cuzk_synth::Pce) -> u64 {
+        10 * MIB
+    }
+
+    fn held_device_bytes(&self) -> u64 {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn release_idle(&self) -> u64 {
+        self.held.swap(0, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn prepare(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::Staged> {
+        self.inner.prepare(input, params, timings)
+    }
+
+    fn kernel_region(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        staged: cuzk_groth16_cuda::Staged,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::MsmResults> {
+        self.held
+            .store(20 * MIB, std::sync::atomic::Ordering::SeqCst);
+        self.inner.kernel_region(input, params, staged, timings)
+    }
+}
+
+/// What a prover holds across proofs (a resident parameter set, device
+/// PCEs) is a standing reservation on its device from the phase that
+/// allocated it until it is freed: after a job the 20 MiB stay reserved;
+/// `evict_idle` frees them and the reservation goes with them.
+#[test]
+fn what_a_prover_keeps_on_the_device_is_reserved_until_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(512 * MIB);
+    config.device_memory_margin = cuzk_engine::ByteSize(MIB);
+    let prover = std::sync::Arc::new(Holding::default());
+    let engine = cuzk_engine::Engine::builder(config)
+        .prover(prover.clone())
+        .devices(vec![cuzk_gpu_sched::DeviceSpec {
+            ordinal: 0,
+            capacity_bytes: 64 * MIB,
+        }])
+        .build()
+        .unwrap();
+    let reserved = || engine.status().devices[0].reserved_bytes;
+    assert_eq!(reserved(), 0);
+    let params = ParamsRef::File(params_file(dir.path(), "mul-chain:10"));
+    let proofs = engine
+        .submit(ProofRequest::new(
+            "mul-chain:10",
+            params.clone(),
+            (1..=3).map(|s| builtin("mul-chain:10", s)).collect(),
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(proofs.len(), 3);
+    assert_eq!(reserved(), 20 * MIB, "what the prover keeps stays reserved");
+    engine.evict_idle();
+    assert_eq!(cuzk_groth16_cuda::Prover::held_device_bytes(&*prover), 0);
+    assert_eq!(reserved(), 0, "freed, and no longer reserved");
+    // Held again by the next job's kernel region.
+    engine
+        .submit(ProofRequest::new(
+            "mul-chain:10",
+            params,
+            vec![builtin("mul-chain:10", 7)],
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(reserved(), 20 * MIB);
+}

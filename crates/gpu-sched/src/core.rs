@@ -656,6 +656,18 @@ impl<P> Core<P> {
         }
     }
 
+    /// Records `bytes` already in use on the device (allocated by whoever
+    /// holds them) as standing, whether or not they fit: never waits, never
+    /// refuses. Items that no longer fit beside them wait, or fail as never
+    /// fitting, as with any standing reservation.
+    pub(crate) fn add_standing(&mut self, device: usize, bytes: u64) -> Result<()> {
+        let Some(dev) = self.devices.get_mut(device) else {
+            return Err(GpuSchedError::NoSuchDevice { index: device });
+        };
+        dev.ledger.standing = dev.ledger.standing.saturating_add(bytes);
+        Ok(())
+    }
+
     pub(crate) fn release_standing(&mut self, device: usize, bytes: u64) {
         if let Some(dev) = self.devices.get_mut(device) {
             dev.ledger.standing = dev.ledger.standing.saturating_sub(bytes);

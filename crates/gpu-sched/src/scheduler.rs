@@ -937,6 +937,21 @@ impl DeviceMemory {
         outcome.map(|()| self.reservation(bytes))
     }
 
+    /// Records `bytes` that are already allocated on the device (say, a
+    /// parameter set a backend made resident inside a kernel region) as a
+    /// standing reservation: never waits and never refuses, even past the
+    /// usable bytes (the memory is in use whatever the ledger says), so it
+    /// may be called inside a phase. Items that no longer fit beside it
+    /// wait for it to be dropped.
+    ///
+    /// # Errors
+    /// [`GpuSchedError::NoSuchDevice`] only.
+    pub fn hold(&self, bytes: u64) -> Result<Reservation> {
+        self.shared
+            .with_core(|core| core.add_standing(self.device, bytes))?;
+        Ok(self.reservation(bytes))
+    }
+
     fn reservation(&self, bytes: u64) -> Reservation {
         Reservation {
             shared: Arc::clone(&self.shared),
@@ -1501,6 +1516,64 @@ mod tests {
         drop(standing);
         assert_eq!(memory.reserved_bytes(), 0);
         assert_eq!((memory.capacity_bytes(), memory.usable_bytes()), (100, 100));
+    }
+
+    /// Memory already allocated is held at once, past what fits, from
+    /// inside a phase; a queued item waits until it is let go.
+    #[test]
+    fn held_memory_counts_at_once_and_makes_items_wait() {
+        let sched = scheduler(&[100], 2);
+        let memory = sched.device_memory(0).unwrap();
+        let job = sched.create_job(Priority::Normal);
+        let j = job.id();
+        let (gate, gate2) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
+        let (_open, _open2) = (gate.guard(), gate2.guard());
+        // Inside its kernel region p0 holds 70 bytes it allocated (60 of
+        // its own reserved already: 130 in all, past the 100).
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let (held_tx, held_rx) = mpsc::channel();
+        let phases = {
+            let (gate, memory) = (gate.clone(), memory.clone());
+            Phases::new(
+                |_| Ok(()),
+                move |_, ()| {
+                    go_rx.recv().unwrap();
+                    held_tx.send(memory.hold(70)).unwrap();
+                    gate.wait();
+                    Ok(())
+                },
+                |_, ()| Ok(()),
+            )
+        };
+        sched.submit(WorkItem::new(&job, 0, 60, phases)).unwrap();
+        sched.wait_until("p0 runs", |s| s.devices[0].kernel == Some((j, 0)));
+        // p1 does not fit beside p0 (40 free): queued.
+        sched
+            .submit(WorkItem::new(&job, 1, 41, gated(&gate2)))
+            .unwrap();
+        go_tx.send(()).unwrap();
+        let held = held_rx.recv().unwrap().unwrap();
+        assert_eq!(held.bytes(), 70);
+        assert_eq!(memory.reserved_bytes(), 130);
+        gate.open();
+        // p0 done (its epilogue too): only the held bytes are left.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while memory.reserved_bytes() != 70 && std::time::Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(memory.reserved_bytes(), 70);
+        assert_eq!(
+            sched.snapshot().queued,
+            1,
+            "p1 must wait for the held bytes"
+        );
+        drop(held);
+        sched.wait_until("p1 runs", |s| s.devices[0].kernel == Some((j, 1)));
+        gate2.open();
+        job.close();
+        assert_eq!(job.wait().unwrap().completed, 2);
+        assert_eq!(memory.reserved_bytes(), 0);
+        assert_eq!(memory.hold(0).unwrap().bytes(), 0);
     }
 
     #[test]

@@ -142,6 +142,15 @@ impl ResidentParams {
     }
 }
 
+impl ShapeDensities {
+    fn device_bytes(&self) -> u64 {
+        [&self.h, &self.l, &self.a, &self.b]
+            .iter()
+            .map(|d| d.device_bytes())
+            .sum()
+    }
+}
+
 /// Densities of one circuit shape on the device, over `[inputs | aux]`.
 struct ShapeDensities {
     key: ShapeKey,
@@ -748,6 +757,47 @@ impl Prover for GpuProver {
 
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    fn held_device_bytes(&self) -> u64 {
+        fn sum<T>(cache: &Mutex<Vec<Arc<T>>>, bytes: impl Fn(&T) -> u64) -> u64 {
+            cache.lock().map_or(0, |c| c.iter().map(|x| bytes(x)).sum())
+        }
+        sum(&self.params, |r| r.bytes)
+            + sum(&self.pces, DevicePce::device_bytes)
+            + sum(&self.shapes, ShapeDensities::device_bytes)
+            + sum(&self.streamed, StreamedShape::device_bytes)
+    }
+
+    fn release_idle(&self) -> u64 {
+        let mut freed = self.release_unused();
+        fn drop_unused<T>(cache: &Mutex<Vec<Arc<T>>>, bytes: impl Fn(&T) -> u64) -> u64 {
+            let Ok(mut cache) = cache.lock() else {
+                return 0;
+            };
+            let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut *cache)
+                .into_iter()
+                .partition(|x| Arc::strong_count(x) == 1);
+            *cache = kept;
+            gone.iter().map(|x| bytes(x)).sum()
+        }
+        let tables = drop_unused(&self.pces, DevicePce::device_bytes)
+            + drop_unused(&self.shapes, ShapeDensities::device_bytes)
+            + drop_unused(&self.streamed, StreamedShape::device_bytes);
+        if tables > 0 {
+            // Freed in stream order; the synchronization hands the memory
+            // back to the driver now.
+            if let Err(e) = self.gpu.synchronize_device() {
+                tracing::warn!(gpu = self.gpu.ordinal(), "after freeing PCEs: {e}");
+            }
+            tracing::info!(
+                gpu = self.gpu.ordinal(),
+                bytes = tables,
+                "freed the device PCEs and shape tables no proof is using"
+            );
+        }
+        freed += tables;
+        freed
     }
 
     fn device_bytes(&self, pce: &Pce) -> u64 {

@@ -214,6 +214,26 @@ pub trait Prover: Send + Sync + fmt::Debug {
         0
     }
 
+    /// Device memory the prover holds now across proofs beyond
+    /// [`shared_device_bytes`](Prover::shared_device_bytes): resident
+    /// parameter copies, circuit matrices (PCEs) and per-shape tables on
+    /// the device. The engine keeps a standing reservation of this size per
+    /// device, brought up to date after each phase and each eviction. 0 by
+    /// default.
+    fn held_device_bytes(&self) -> u64 {
+        0
+    }
+
+    /// Frees everything kept across proofs that no proof is using now:
+    /// what [`release_unused`](Prover::release_unused) frees, and the
+    /// device copies of circuit matrices and per-shape tables (uploaded
+    /// again by the next proof that needs them). The engine calls it when
+    /// asked to free everything idle. Returns the bytes freed;
+    /// `release_unused` by default.
+    fn release_idle(&self) -> u64 {
+        self.release_unused()
+    }
+
     /// Whether [`abc_placement`](Prover::abc_placement) is on the device.
     fn evaluates_abc(&self, pce: &Pce) -> bool {
         self.abc_placement(pce).on_device

@@ -243,6 +243,14 @@ impl StreamedShape {
         })
     }
 
+    /// Device bytes of the chunks' densities.
+    pub(crate) fn device_bytes(&self) -> u64 {
+        [&self.h, &self.l, &self.a, &self.b]
+            .iter()
+            .flat_map(|q| q.iter().map(|c| c.dens.device_bytes()))
+            .sum()
+    }
+
     fn chunks(&self, q: Query) -> &[DeviceChunk] {
         match q {
             Query::H => &self.h,

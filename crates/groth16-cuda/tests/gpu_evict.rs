@@ -1,4 +1,5 @@
-//! A parameter set's device copy lives as long as its owner holds the set:
+//! A parameter set's device copy lives as long as its owner holds the set
+//! (and the shape's PCE until everything idle is let go):
 //! the prover keeps no host copy of its own, frees the device copy once the
 //! set is dropped (`Prover::release_unused`, which the engine calls when it
 //! evicts a set), and a set reloaded after the old one was dropped replaces
@@ -63,7 +64,7 @@ fn dropped_parameters_free_their_device_copy_and_a_reload_replaces_it() {
     .unwrap();
     let gpu = Arc::clone(prover.gpu());
     let free = || {
-        gpu.synchronize().unwrap();
+        gpu.synchronize_device().unwrap();
         gpu.mem_info().unwrap().0
     };
     let spec: CircuitSpec = "porep:21".parse().unwrap();
@@ -97,7 +98,14 @@ fn dropped_parameters_free_their_device_copy_and_a_reload_replaces_it() {
         );
     };
 
-    // The first proof uploaded the set (and the shape's own device state).
+    // The first proof uploaded the set (and the shape's own device state:
+    // its PCE, densities), all of which the prover reports it holds.
+    let pce_bytes = cuzk_groth16_cuda::spmv::device_bytes(&pce);
+    let held = prover.held_device_bytes();
+    assert!(
+        held >= set_bytes + pce_bytes && held <= set_bytes + pce_bytes + POOL_SLACK,
+        "held {held}: the set {set_bytes} and the PCE {pce_bytes}"
+    );
     assert_eq!(
         Arc::strong_count(&first.h),
         1,
@@ -136,6 +144,13 @@ fn dropped_parameters_free_their_device_copy_and_a_reload_replaces_it() {
     );
     drop(third);
     assert_eq!(prover.release_unused(), set_bytes);
+    let tables = prover.held_device_bytes();
+    assert!(tables >= pce_bytes, "the PCE is still held: {tables} bytes");
+    // Everything idle: the PCE and the shape's tables go too.
+    let before = free();
+    assert_eq!(prover.release_idle(), tables);
+    assert_eq!(prover.held_device_bytes(), 0);
+    near(free().abs_diff(before), tables, "the PCE given back");
     eprintln!(
         "a set of {set_bytes} device bytes: {:.1} MiB free after the last release",
         free() as f64 / (1u64 << 20) as f64

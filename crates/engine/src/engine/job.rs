@@ -486,6 +486,8 @@ impl PartitionWork {
                     .get(ctx.ordinal())
                     .prepare(work.input()?, &work.params, &mut timings)
                     .map_err(|e| work.fail("prepare", e))?;
+                // A PCE it put on the device is held from now on.
+                work.provers.account(ctx.ordinal(), ctx.device_memory());
                 let (j, p, lane, w) = work.at(ctx);
                 work.timeline
                     .record_since(j, p, lane, w, crate::timeline::PREP, start);
@@ -503,6 +505,8 @@ impl PartitionWork {
                     .get(ctx.ordinal())
                     .kernel_region(work.input()?, &work.params, staged, &mut timings)
                     .map_err(|e| work.fail("kernel region", e))?;
+                // Parameters it made resident are held from now on.
+                work.provers.account(ctx.ordinal(), ctx.device_memory());
                 let (j, p, lane, w) = work.at(ctx);
                 work.timeline
                     .record_since(j, p, lane, w, KERNEL_REGION, start);

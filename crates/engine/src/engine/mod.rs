@@ -30,9 +30,9 @@ use bellperson::Circuit;
 use bellperson::groth16::{Parameters, Proof};
 use blstrs::Scalar;
 use cuzk_gpu_sched::{
-    CancelToken, DeviceSpec, DispatchBound, DispatchPermit, GpuSchedError, JobHandle as GpuJob,
-    JobId, JobSummary, PhaseError, Phases, Priority, Reservation, Scheduler, SchedulerConfig,
-    SchedulerSnapshot, WorkItem, WorkerContext,
+    CancelToken, DeviceMemory, DeviceSpec, DispatchBound, DispatchPermit, GpuSchedError,
+    JobHandle as GpuJob, JobId, JobSummary, PhaseError, Phases, Priority, Reservation, Scheduler,
+    SchedulerConfig, SchedulerSnapshot, WorkItem, WorkerContext,
 };
 use cuzk_groth16_cuda::{
     AbcInput, AbcPlacement, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, MsmResults,
@@ -280,14 +280,23 @@ fn backend_host_bytes(counts: ShapeCounts, prover: &dyn Prover, n: u64, vars: u6
 pub(crate) struct Provers {
     first: Arc<dyn Prover>,
     by_device: Vec<(usize, Arc<dyn Prover>)>,
+    /// Per device ordinal, a standing reservation of what its prover holds
+    /// across proofs ([`Prover::held_device_bytes`]: resident parameters,
+    /// device PCEs), kept equal to it by [`Provers::account`].
+    held: Mutex<Vec<(usize, Reservation)>>,
 }
 
 impl Provers {
-    fn one(prover: Arc<dyn Prover>) -> Self {
+    fn new(first: Arc<dyn Prover>, by_device: Vec<(usize, Arc<dyn Prover>)>) -> Self {
         Provers {
-            first: prover,
-            by_device: Vec::new(),
+            first,
+            by_device,
+            held: Mutex::new(Vec::new()),
         }
+    }
+
+    fn one(prover: Arc<dyn Prover>) -> Self {
+        Self::new(prover, Vec::new())
     }
 
     /// Every device's prover frees what it keeps for parameter sets nobody
@@ -297,6 +306,53 @@ impl Provers {
             return self.first.release_unused();
         }
         self.by_device.iter().map(|(_, p)| p.release_unused()).sum()
+    }
+
+    /// Every device's prover frees all it keeps that no proof is using
+    /// ([`Prover::release_idle`]); the bytes freed.
+    pub(crate) fn release_idle(&self) -> u64 {
+        if self.by_device.is_empty() {
+            return self.first.release_idle();
+        }
+        self.by_device.iter().map(|(_, p)| p.release_idle()).sum()
+    }
+
+    /// Brings device `ordinal`'s standing reservation to what its prover
+    /// holds now. The new size is held before the old is let go (the
+    /// memory is allocated already, so it is held even past what fits:
+    /// partitions that no longer fit beside it wait).
+    pub(crate) fn account(&self, ordinal: usize, memory: &DeviceMemory) {
+        let bytes = self.get(ordinal).held_device_bytes();
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let current = held.iter().position(|(o, _)| *o == ordinal);
+        if current.map_or(0, |i| held[i].1.bytes()) == bytes {
+            return;
+        }
+        let new = match bytes {
+            0 => None,
+            _ => match memory.hold(bytes) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!(ordinal, bytes, "holding the prover's device memory: {e}");
+                    return;
+                }
+            },
+        };
+        if let Some(i) = current {
+            held.swap_remove(i);
+        }
+        if let Some(r) = new {
+            held.push((ordinal, r));
+        }
+    }
+
+    /// [`Provers::account`] for every device of `scheduler`.
+    pub(crate) fn account_all(&self, scheduler: &Scheduler) {
+        for (index, spec) in scheduler.devices().iter().enumerate() {
+            if let Ok(memory) = scheduler.device_memory(index) {
+                self.account(spec.ordinal, &memory);
+            }
+        }
     }
 
     /// The prover of device `ordinal`.
@@ -357,13 +413,7 @@ fn open_gpus(
     let Some((_, first)) = by_device.first() else {
         return Err("no GPU is left after the gpus setting and the requested devices".into());
     };
-    Ok((
-        Provers {
-            first: Arc::clone(first),
-            by_device,
-        },
-        specs,
-    ))
+    Ok((Provers::new(Arc::clone(first), by_device), specs))
 }
 
 /// A device as the scheduler sees it under `device_memory_limit`: no more
@@ -727,8 +777,10 @@ impl Engine {
         let freed = pinned
             + self.shared.pces.evict_idle(u64::MAX)
             + self.shared.params.evict_idle(u64::MAX);
-        // The devices' copies of the sets just dropped.
-        self.shared.provers.release_unused();
+        // The devices' copies of the sets just dropped, and their PCEs and
+        // shape tables no proof is using.
+        self.shared.provers.release_idle();
+        self.shared.provers.account_all(&self.shared.scheduler);
         self.shared.signal.bump();
         freed
     }
@@ -988,6 +1040,7 @@ impl Engine {
         if removed {
             // Its copies on the devices go too (a reload uploads anew).
             self.shared.provers.release_unused();
+            self.shared.provers.account_all(&self.shared.scheduler);
         }
         self.shared.signal.bump();
         Ok(removed)

@@ -263,6 +263,11 @@ impl DeviceDensity {
         self.len
     }
 
+    /// Device bytes of the bitmap and its prefix counts.
+    pub fn device_bytes(&self) -> u64 {
+        (self.bits.size_bytes() + self.prefix.size_bytes()) as u64
+    }
+
     /// True when it covers no variable.
     pub fn is_empty(&self) -> bool {
         self.len == 0
