@@ -940,12 +940,14 @@ fn what_a_prover_holds_once_is_reserved_once_per_device() {
 }
 
 /// The CPU prover, holding device memory across proofs as the GPU backend
-/// does with a resident parameter set: 20 MiB from its first kernel region
-/// on, until it is asked to let go of what no proof uses.
+/// does with a resident parameter set: `hold` bytes from its first kernel
+/// region on, until it is asked to let go of what no proof uses.
 #[derive(Debug, Default)]
 struct Holding {
     inner: cuzk_groth16_cuda::CpuProver,
+    hold: u64,
     held: std::sync::atomic::AtomicU64,
+    released: std::sync::atomic::AtomicU64,
 }
 
 impl cuzk_groth16_cuda::Prover for Holding {
@@ -962,6 +964,8 @@ impl cuzk_groth16_cuda::Prover for Holding {
     }
 
     fn release_idle(&self) -> u64 {
+        self.released
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.held.swap(0, std::sync::atomic::Ordering::SeqCst)
     }
 
@@ -982,7 +986,7 @@ impl cuzk_groth16_cuda::Prover for Holding {
         timings: &mut cuzk_groth16_cuda::StageTimings,
     ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::MsmResults> {
         self.held
-            .store(20 * MIB, std::sync::atomic::Ordering::SeqCst);
+            .store(self.hold, std::sync::atomic::Ordering::SeqCst);
         self.inner.kernel_region(input, params, staged, timings)
     }
 }
@@ -996,7 +1000,10 @@ fn what_a_prover_keeps_on_the_device_is_reserved_until_evicted() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config(512 * MIB);
     config.device_memory_margin = cuzk_engine::ByteSize(MIB);
-    let prover = std::sync::Arc::new(Holding::default());
+    let prover = std::sync::Arc::new(Holding {
+        hold: 20 * MIB,
+        ..Holding::default()
+    });
     let engine = cuzk_engine::Engine::builder(config)
         .prover(prover.clone())
         .devices(vec![cuzk_gpu_sched::DeviceSpec {
@@ -1033,4 +1040,41 @@ fn what_a_prover_keeps_on_the_device_is_reserved_until_evicted() {
         .wait_blocking()
         .unwrap();
     assert_eq!(reserved(), 20 * MIB);
+}
+
+/// Held memory yields to work: with 55 MiB held on a 64 MiB device, a
+/// 10 MiB partition does not fit beside it, so each time the device goes
+/// idle with one waiting, the prover is asked to free what no proof uses,
+/// and every partition is proved (none refused, none left waiting).
+#[test]
+fn held_device_memory_is_given_back_when_it_is_in_the_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(512 * MIB);
+    config.device_memory_margin = cuzk_engine::ByteSize(MIB);
+    let prover = std::sync::Arc::new(Holding {
+        hold: 55 * MIB,
+        ..Holding::default()
+    });
+    let engine = cuzk_engine::Engine::builder(config)
+        .prover(prover.clone())
+        .devices(vec![cuzk_gpu_sched::DeviceSpec {
+            ordinal: 0,
+            capacity_bytes: 64 * MIB,
+        }])
+        .build()
+        .unwrap();
+    let params = ParamsRef::File(params_file(dir.path(), "mul-chain:10"));
+    let proofs = engine
+        .submit(ProofRequest::new(
+            "mul-chain:10",
+            params,
+            (1..=4).map(|s| builtin("mul-chain:10", s)).collect(),
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(proofs.len(), 4);
+    let released = prover.released.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(released >= 1, "the held memory was never asked back");
+    assert_eq!(engine.status().devices[0].reserved_bytes, 55 * MIB);
 }

@@ -67,6 +67,10 @@ pub(crate) struct MemoryLedger {
     pub(crate) usable: u64,
     pub(crate) items: u64,
     pub(crate) standing: u64,
+    /// Memory already allocated by a backend and kept across items (a
+    /// resident parameter set), held with `DeviceMemory::hold`: counted as
+    /// reserved, but given back on request when it is in the way.
+    pub(crate) held: u64,
 }
 
 impl MemoryLedger {
@@ -76,11 +80,14 @@ impl MemoryLedger {
             usable: capacity.saturating_sub(margin),
             items: 0,
             standing: 0,
+            held: 0,
         }
     }
 
     pub(crate) fn reserved(&self) -> u64 {
-        self.items.saturating_add(self.standing)
+        self.items
+            .saturating_add(self.standing)
+            .saturating_add(self.held)
     }
 
     fn free(&self) -> u64 {
@@ -88,7 +95,8 @@ impl MemoryLedger {
     }
 
     /// What an item could get once every other item is done: standing
-    /// reservations are long-lived charges (a resident SRS), so they count.
+    /// reservations are long-lived charges, so they count; held memory
+    /// does not (it is given back when it is in the way).
     pub(crate) fn attainable(&self) -> u64 {
         self.usable.saturating_sub(self.standing)
     }
@@ -177,6 +185,10 @@ struct DeviceSlot {
     memory_waiters: usize,
     kernel_holder: Option<WorkerId>,
     workers: std::ops::Range<WorkerId>,
+    /// Set when the device is idle and the first item that could run on
+    /// it waits only for its held memory: whoever holds it is asked to
+    /// give back what no item uses.
+    pressure: bool,
 }
 
 #[derive(Debug)]
@@ -231,6 +243,8 @@ pub struct DeviceSnapshot {
     pub item_bytes: u64,
     /// Bytes held by standing reservations ([`crate::Reservation`]).
     pub standing_bytes: u64,
+    /// Bytes held by [`crate::DeviceMemory::hold`].
+    pub held_bytes: u64,
     /// Workers that hold an item.
     pub busy_workers: usize,
     /// The item in the kernel region, as (job, partition).
@@ -289,6 +303,7 @@ impl<P> Core<P> {
                     ledger: MemoryLedger::new(capacity, margin),
                     memory_waiters: 0,
                     kernel_holder: None,
+                    pressure: false,
                     workers: start..start + workers_per_device,
                 }
             })
@@ -660,12 +675,31 @@ impl<P> Core<P> {
     /// holds them) as standing, whether or not they fit: never waits, never
     /// refuses. Items that no longer fit beside them wait, or fail as never
     /// fitting, as with any standing reservation.
-    pub(crate) fn add_standing(&mut self, device: usize, bytes: u64) -> Result<()> {
+    pub(crate) fn add_held(&mut self, device: usize, bytes: u64) -> Result<()> {
         let Some(dev) = self.devices.get_mut(device) else {
             return Err(GpuSchedError::NoSuchDevice { index: device });
         };
-        dev.ledger.standing = dev.ledger.standing.saturating_add(bytes);
+        dev.ledger.held = dev.ledger.held.saturating_add(bytes);
         Ok(())
+    }
+
+    pub(crate) fn release_held(&mut self, device: usize, bytes: u64) {
+        if let Some(dev) = self.devices.get_mut(device) {
+            dev.ledger.held = dev.ledger.held.saturating_sub(bytes);
+        }
+        self.dispatch();
+    }
+
+    /// Devices under memory pressure since the last call (their flags
+    /// cleared).
+    pub(crate) fn take_pressure(&mut self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (d, dev) in self.devices.iter_mut().enumerate() {
+            if std::mem::take(&mut dev.pressure) {
+                out.push(d);
+            }
+        }
+        out
     }
 
     pub(crate) fn release_standing(&mut self, device: usize, bytes: u64) {
@@ -716,6 +750,31 @@ impl<P> Core<P> {
     fn dispatch(&mut self) {
         while let Some((key, device)) = self.next_assignment() {
             self.assign(key, device);
+        }
+        self.mark_pressure();
+    }
+
+    /// Flags each idle device (no item on it, nobody waiting for memory)
+    /// whose held memory alone keeps the first queued item that could run
+    /// there from starting.
+    fn mark_pressure(&mut self) {
+        for d in 0..self.devices.len() {
+            let dev = &self.devices[d];
+            if dev.ledger.held == 0 || dev.memory_waiters > 0 {
+                continue;
+            }
+            let idle = dev.workers.clone().all(|w| self.stage(w) == Stage::Idle);
+            if !idle {
+                continue;
+            }
+            let blocked = self
+                .queue
+                .values()
+                .find(|q| dev.ledger.could_ever_fit(q.device_bytes))
+                .is_some_and(|q| !dev.ledger.fits_now(q.device_bytes));
+            if blocked {
+                self.devices[d].pressure = true;
+            }
         }
     }
 
@@ -841,6 +900,7 @@ impl<P> Core<P> {
                     usable_bytes: dev.ledger.usable,
                     item_bytes: dev.ledger.items,
                     standing_bytes: dev.ledger.standing,
+                    held_bytes: dev.ledger.held,
                     busy_workers: dev
                         .workers
                         .clone()

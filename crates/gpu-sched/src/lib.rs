@@ -66,7 +66,7 @@ pub use cudarc::driver::sys::CUresult;
 pub use device::{DeviceInfo, Probe, discover, probe};
 pub use permits::{DispatchBound, DispatchPermit};
 pub use scheduler::{
-    DeviceMemory, DeviceSpec, JobHandle, PhaseError, Phases, Reservation, Scheduler,
+    DeviceMemory, DeviceSpec, JobHandle, PhaseError, Phases, PressureHook, Reservation, Scheduler,
     SchedulerConfig, WorkItem, WorkerContext,
 };
 

@@ -307,7 +307,14 @@ struct Shared {
     cv: Condvar,
     /// Job tokens, cancelled when the scheduler is dropped.
     tokens: Mutex<HashMap<JobId, CancelToken>>,
+    /// Asked to give back held memory that is in the way
+    /// ([`Scheduler::on_memory_pressure`]).
+    pressure_hook: Mutex<Option<PressureHook>>,
 }
+
+/// Called with a device's memory when held memory alone keeps the next
+/// item from starting there.
+pub type PressureHook = Arc<dyn Fn(&DeviceMemory) + Send + Sync>;
 
 impl Shared {
     // A panic never happens under the core mutex (phases run outside it),
@@ -325,6 +332,29 @@ impl Shared {
         let result = f(&mut core);
         self.cv.notify_all();
         result
+    }
+
+    /// Calls the pressure hook (outside the core lock) for each device
+    /// flagged since the last call.
+    fn relieve_pressure(self: &Arc<Self>) {
+        let devices = self.lock().take_pressure();
+        if devices.is_empty() {
+            return;
+        }
+        let hook = self
+            .pressure_hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(hook) = hook else {
+            return;
+        };
+        for device in devices {
+            hook(&DeviceMemory {
+                shared: Arc::clone(self),
+                device,
+            });
+        }
     }
 
     fn tokens(&self) -> MutexGuard<'_, HashMap<JobId, CancelToken>> {
@@ -388,6 +418,7 @@ impl Scheduler {
             core: Mutex::new(core),
             cv: Condvar::new(),
             tokens: Mutex::new(HashMap::new()),
+            pressure_hook: Mutex::new(None),
         });
         let mut scheduler = Self {
             shared,
@@ -482,6 +513,7 @@ impl Scheduler {
         let refused = self
             .shared
             .with_core(|core| core.submit(job, partition, device_bytes, payload).err());
+        self.shared.relieve_pressure();
         match refused {
             None => Ok(()),
             Some((error, payload)) => {
@@ -489,6 +521,21 @@ impl Scheduler {
                 Err(error)
             }
         }
+    }
+
+    /// Sets what is called when memory held with [`DeviceMemory::hold`]
+    /// is in the way: a device is idle (no item on it) and the first queued
+    /// item that could run there does not fit beside its held memory. The
+    /// hook, called outside the scheduler's lock on the thread that saw it
+    /// (a worker that finished an item, or a submitter), should free what
+    /// no item uses and drop or shrink its holds. Dropping the scheduler
+    /// drops the hook.
+    pub fn on_memory_pressure(&self, hook: PressureHook) {
+        *self
+            .shared
+            .pressure_hook
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(hook);
     }
 
     /// The memory of device `index` (in [`Self::devices`] order), for
@@ -543,6 +590,15 @@ impl Drop for Scheduler {
         for token in tokens {
             token.cancel();
         }
+        // The hook may own what holds memory (and so this scheduler's
+        // memory handles): let it go.
+        drop(
+            self.shared
+                .pressure_hook
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         let me = thread::current().id();
         for handle in self.threads.drain(..) {
             // A phase that owned the last reference would join itself.
@@ -574,6 +630,7 @@ fn worker_main(shared: &Arc<Shared>, me: WorkerId) {
         let (end, token) = run_item(shared, me, info, payload);
         let failed = matches!(end, ItemEnd::Failed(_));
         let removed = shared.with_core(|core| core.finish(me, end));
+        shared.relieve_pressure();
         if failed {
             // The job's other running items see it at their next boundary.
             token.cancel();
@@ -937,19 +994,23 @@ impl DeviceMemory {
         outcome.map(|()| self.reservation(bytes))
     }
 
-    /// Records `bytes` that are already allocated on the device (say, a
-    /// parameter set a backend made resident inside a kernel region) as a
-    /// standing reservation: never waits and never refuses, even past the
-    /// usable bytes (the memory is in use whatever the ledger says), so it
-    /// may be called inside a phase. Items that no longer fit beside it
-    /// wait for it to be dropped.
+    /// Records `bytes` that are already allocated on the device and kept
+    /// across items (say, a parameter set a backend made resident inside a
+    /// kernel region): never waits and never refuses, even past the usable
+    /// bytes (the memory is in use whatever the ledger says), so it may be
+    /// called inside a phase. Unlike a standing reservation, held memory is
+    /// given back on request: items that do not fit beside it wait (none is
+    /// refused for it), and when it alone keeps one from starting on an
+    /// idle device the [`Scheduler::on_memory_pressure`] hook is called.
     ///
     /// # Errors
     /// [`GpuSchedError::NoSuchDevice`] only.
     pub fn hold(&self, bytes: u64) -> Result<Reservation> {
         self.shared
-            .with_core(|core| core.add_standing(self.device, bytes))?;
-        Ok(self.reservation(bytes))
+            .with_core(|core| core.add_held(self.device, bytes))?;
+        let mut r = self.reservation(bytes);
+        r.held = true;
+        Ok(r)
     }
 
     fn reservation(&self, bytes: u64) -> Reservation {
@@ -957,6 +1018,7 @@ impl DeviceMemory {
             shared: Arc::clone(&self.shared),
             device: self.device,
             bytes,
+            held: false,
         }
     }
 }
@@ -966,6 +1028,8 @@ pub struct Reservation {
     shared: Arc<Shared>,
     device: usize,
     bytes: u64,
+    /// From [`DeviceMemory::hold`].
+    held: bool,
 }
 
 impl fmt::Debug for Reservation {
@@ -986,8 +1050,14 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.shared
-            .with_core(|core| core.release_standing(self.device, self.bytes));
+        let (device, bytes) = (self.device, self.bytes);
+        if self.held {
+            self.shared
+                .with_core(|core| core.release_held(device, bytes));
+        } else {
+            self.shared
+                .with_core(|core| core.release_standing(device, bytes));
+        }
     }
 }
 
@@ -1519,26 +1589,42 @@ mod tests {
     }
 
     /// Memory already allocated is held at once, past what fits, from
-    /// inside a phase; a queued item waits until it is let go.
+    /// inside a phase; a queued item that does not fit beside it waits, and
+    /// once the device is idle the pressure hook is asked to give it back,
+    /// after which the item runs. An item that fits only without the held
+    /// memory is not refused.
     #[test]
-    fn held_memory_counts_at_once_and_makes_items_wait() {
+    fn held_memory_counts_at_once_and_is_given_back_under_pressure() {
         let sched = scheduler(&[100], 2);
         let memory = sched.device_memory(0).unwrap();
         let job = sched.create_job(Priority::Normal);
         let j = job.id();
         let (gate, gate2) = (Arc::new(Gate::default()), Arc::new(Gate::default()));
         let (_open, _open2) = (gate.guard(), gate2.guard());
+        // What the hook gives back, and how often it was asked.
+        let slot: Arc<Mutex<Option<Reservation>>> = Arc::default();
+        let asked = Arc::new(AtomicUsize::new(0));
+        {
+            let (slot, asked) = (slot.clone(), asked.clone());
+            sched.on_memory_pressure(Arc::new(move |m: &DeviceMemory| {
+                assert_eq!(m.ordinal(), 0);
+                asked.fetch_add(1, Ordering::SeqCst);
+                drop(slot.lock().unwrap().take());
+            }));
+        }
         // Inside its kernel region p0 holds 70 bytes it allocated (60 of
         // its own reserved already: 130 in all, past the 100).
         let (go_tx, go_rx) = mpsc::channel::<()>();
         let (held_tx, held_rx) = mpsc::channel();
         let phases = {
-            let (gate, memory) = (gate.clone(), memory.clone());
+            let (gate, memory, slot) = (gate.clone(), memory.clone(), slot.clone());
             Phases::new(
                 |_| Ok(()),
                 move |_, ()| {
                     go_rx.recv().unwrap();
-                    held_tx.send(memory.hold(70)).unwrap();
+                    let held = memory.hold(70).unwrap();
+                    held_tx.send(held.bytes()).unwrap();
+                    *slot.lock().unwrap() = Some(held);
                     gate.wait();
                     Ok(())
                 },
@@ -1552,26 +1638,23 @@ mod tests {
             .submit(WorkItem::new(&job, 1, 41, gated(&gate2)))
             .unwrap();
         go_tx.send(()).unwrap();
-        let held = held_rx.recv().unwrap().unwrap();
-        assert_eq!(held.bytes(), 70);
+        assert_eq!(held_rx.recv().unwrap(), 70);
         assert_eq!(memory.reserved_bytes(), 130);
+        assert_eq!(sched.snapshot().devices[0].held_bytes, 70);
+        // 90 bytes fit the device only without the held 70: not refused.
+        sched
+            .submit(WorkItem::new(&job, 2, 90, gated(&gate2)))
+            .unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 0, "p0 still runs");
         gate.open();
-        // p0 done (its epilogue too): only the held bytes are left.
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while memory.reserved_bytes() != 70 && std::time::Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(memory.reserved_bytes(), 70);
-        assert_eq!(
-            sched.snapshot().queued,
-            1,
-            "p1 must wait for the held bytes"
-        );
-        drop(held);
+        // p0 done: the device is idle, p1 waits for the held bytes only, so
+        // the hook gives them back and p1 runs.
         sched.wait_until("p1 runs", |s| s.devices[0].kernel == Some((j, 1)));
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        assert_eq!(sched.snapshot().devices[0].held_bytes, 0);
         gate2.open();
         job.close();
-        assert_eq!(job.wait().unwrap().completed, 2);
+        assert_eq!(job.wait().unwrap().completed, 3);
         assert_eq!(memory.reserved_bytes(), 0);
         assert_eq!(memory.hold(0).unwrap().bytes(), 0);
     }

@@ -781,19 +781,27 @@ impl Prover for GpuProver {
             *cache = kept;
             gone.iter().map(|x| bytes(x)).sum()
         }
-        let tables = drop_unused(&self.pces, DevicePce::device_bytes)
+        // Resident copies no kernel region is using, even of sets still
+        // held (a later proof uploads them again, or streams them).
+        let resident = drop_unused(&self.params, |r| r.bytes);
+        let tables = resident
+            + drop_unused(&self.pces, DevicePce::device_bytes)
             + drop_unused(&self.shapes, ShapeDensities::device_bytes)
             + drop_unused(&self.streamed, StreamedShape::device_bytes);
         if tables > 0 {
             // Freed in stream order; the synchronization hands the memory
             // back to the driver now.
             if let Err(e) = self.gpu.synchronize_device() {
-                tracing::warn!(gpu = self.gpu.ordinal(), "after freeing PCEs: {e}");
+                tracing::warn!(
+                    gpu = self.gpu.ordinal(),
+                    "after freeing idle device memory: {e}"
+                );
             }
             tracing::info!(
                 gpu = self.gpu.ordinal(),
                 bytes = tables,
-                "freed the device PCEs and shape tables no proof is using"
+                resident,
+                "freed the resident parameters, device PCEs and shape tables no proof is using"
             );
         }
         freed += tables;

@@ -225,11 +225,12 @@ pub trait Prover: Send + Sync + fmt::Debug {
     }
 
     /// Frees everything kept across proofs that no proof is using now:
-    /// what [`release_unused`](Prover::release_unused) frees, and the
-    /// device copies of circuit matrices and per-shape tables (uploaded
-    /// again by the next proof that needs them). The engine calls it when
-    /// asked to free everything idle. Returns the bytes freed;
-    /// `release_unused` by default.
+    /// what [`release_unused`](Prover::release_unused) frees, and resident
+    /// parameter copies (even of sets still held), circuit matrices and
+    /// per-shape tables (made again by the next proof that needs them). The
+    /// engine calls it when asked to free everything idle, and when held
+    /// memory keeps the next partition from starting on an idle device.
+    /// Returns the bytes freed; `release_unused` by default.
     fn release_idle(&self) -> u64 {
         self.release_unused()
     }

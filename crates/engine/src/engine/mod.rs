@@ -317,6 +317,12 @@ impl Provers {
         self.by_device.iter().map(|(_, p)| p.release_idle()).sum()
     }
 
+    /// Device `ordinal`'s prover frees all it keeps that no proof is using;
+    /// the bytes freed.
+    pub(crate) fn release_idle_on(&self, ordinal: usize) -> u64 {
+        self.get(ordinal).release_idle()
+    }
+
     /// Brings device `ordinal`'s standing reservation to what its prover
     /// holds now. The new size is held before the old is let go (the
     /// memory is allocated already, so it is held even past what fits:
@@ -626,13 +632,29 @@ impl EngineBuilder {
         };
         tracing::info!(config = ?resolved, "engine starting");
         let ready = Arc::new(Ready::new(ahead));
+        let provers = Arc::new(provers);
+        // Held device memory (resident parameters, PCEs) in the way of the
+        // next partition on an idle device: what no proof uses is freed.
+        {
+            let provers = Arc::clone(&provers);
+            scheduler.on_memory_pressure(Arc::new(move |memory: &DeviceMemory| {
+                let ordinal = memory.ordinal();
+                let freed = provers.release_idle_on(ordinal);
+                provers.account(ordinal, memory);
+                tracing::info!(
+                    ordinal,
+                    freed,
+                    "device memory held across proofs was in the way of the next partition"
+                );
+            }));
+        }
         let shared = Arc::new(Shared {
             config: resolved,
             signal,
             budget,
             timeline: Arc::new(Timeline::new(config.timeline_capacity)),
             prover,
-            provers: Arc::new(provers),
+            provers: Arc::clone(&provers),
             pool,
             pces,
             params,

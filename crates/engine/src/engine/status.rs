@@ -61,8 +61,12 @@ pub struct DeviceStatus {
     pub workers: usize,
     pub busy_workers: usize,
     pub capacity_bytes: u64,
-    /// Device memory reserved now (running items and standing reservations).
+    /// Device memory reserved now (running items, standing reservations
+    /// and what the prover holds across proofs).
     pub reserved_bytes: u64,
+    /// Of it, what the prover holds across proofs (resident parameters,
+    /// device PCEs), given back when it is in the way of a partition.
+    pub held_bytes: u64,
     /// Whether a partition is in the device's kernel region now.
     pub kernel_busy: bool,
 }
@@ -208,7 +212,8 @@ impl Engine {
                 workers: shared.config.workers_per_device,
                 busy_workers: d.busy_workers,
                 capacity_bytes: d.capacity_bytes,
-                reserved_bytes: d.item_bytes + d.standing_bytes,
+                reserved_bytes: d.item_bytes + d.standing_bytes + d.held_bytes,
+                held_bytes: d.held_bytes,
                 kernel_busy: d.kernel.is_some(),
             })
             .collect();
