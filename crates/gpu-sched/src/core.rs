@@ -185,10 +185,6 @@ struct DeviceSlot {
     memory_waiters: usize,
     kernel_holder: Option<WorkerId>,
     workers: std::ops::Range<WorkerId>,
-    /// Set when the device is idle and the first item that could run on
-    /// it waits only for its held memory: whoever holds it is asked to
-    /// give back what no item uses.
-    pressure: bool,
 }
 
 #[derive(Debug)]
@@ -303,7 +299,6 @@ impl<P> Core<P> {
                     ledger: MemoryLedger::new(capacity, margin),
                     memory_waiters: 0,
                     kernel_holder: None,
-                    pressure: false,
                     workers: start..start + workers_per_device,
                 }
             })
@@ -690,16 +685,27 @@ impl<P> Core<P> {
         self.dispatch();
     }
 
-    /// Devices under memory pressure since the last call (their flags
-    /// cleared).
-    pub(crate) fn take_pressure(&mut self) -> Vec<usize> {
-        let mut out = Vec::new();
-        for (d, dev) in self.devices.iter_mut().enumerate() {
-            if std::mem::take(&mut dev.pressure) {
-                out.push(d);
-            }
-        }
-        out
+    /// Devices whose held memory is in the way now: no item on the
+    /// device, and either a caller waiting in `DeviceMemory::reserve` or
+    /// the first queued item that could run there not fitting beside it.
+    /// Whoever holds it is then asked to give back what no item uses.
+    pub(crate) fn pressured(&self) -> Vec<usize> {
+        (0..self.devices.len())
+            .filter(|&d| {
+                let dev = &self.devices[d];
+                if dev.ledger.held == 0
+                    || !dev.workers.clone().all(|w| self.stage(w) == Stage::Idle)
+                {
+                    return false;
+                }
+                dev.memory_waiters > 0
+                    || self
+                        .queue
+                        .values()
+                        .find(|q| dev.ledger.could_ever_fit(q.device_bytes))
+                        .is_some_and(|q| !dev.ledger.fits_now(q.device_bytes))
+            })
+            .collect()
     }
 
     pub(crate) fn release_standing(&mut self, device: usize, bytes: u64) {
@@ -750,31 +756,6 @@ impl<P> Core<P> {
     fn dispatch(&mut self) {
         while let Some((key, device)) = self.next_assignment() {
             self.assign(key, device);
-        }
-        self.mark_pressure();
-    }
-
-    /// Flags each idle device (no item on it, nobody waiting for memory)
-    /// whose held memory alone keeps the first queued item that could run
-    /// there from starting.
-    fn mark_pressure(&mut self) {
-        for d in 0..self.devices.len() {
-            let dev = &self.devices[d];
-            if dev.ledger.held == 0 || dev.memory_waiters > 0 {
-                continue;
-            }
-            let idle = dev.workers.clone().all(|w| self.stage(w) == Stage::Idle);
-            if !idle {
-                continue;
-            }
-            let blocked = self
-                .queue
-                .values()
-                .find(|q| dev.ledger.could_ever_fit(q.device_bytes))
-                .is_some_and(|q| !dev.ledger.fits_now(q.device_bytes));
-            if blocked {
-                self.devices[d].pressure = true;
-            }
         }
     }
 

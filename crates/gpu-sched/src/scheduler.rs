@@ -335,9 +335,9 @@ impl Shared {
     }
 
     /// Calls the pressure hook (outside the core lock) for each device
-    /// flagged since the last call.
+    /// whose held memory is in the way now.
     fn relieve_pressure(self: &Arc<Self>) {
-        let devices = self.lock().take_pressure();
+        let devices = self.lock().pressured();
         if devices.is_empty() {
             return;
         }
@@ -974,8 +974,14 @@ impl DeviceMemory {
         }
         core.add_memory_waiter(self.device);
         self.shared.cv.notify_all();
+        // Held memory in the way of this reservation on an idle device is
+        // asked back now (later, by the worker that finishes an item).
+        drop(core);
+        self.shared.relieve_pressure();
+        core = self.shared.lock();
+        // Checked before each wait: a cancellation or a release while the
+        // lock was let go above is not missed.
         let outcome = loop {
-            core = self.shared.wait(core);
             if cancel.is_cancelled() {
                 break Err(GpuSchedError::Cancelled {
                     waiting_for: "device memory",
@@ -986,6 +992,7 @@ impl DeviceMemory {
                 Ok(false) => {}
                 Err(error) => break Err(error),
             }
+            core = self.shared.wait(core);
         };
         // Items held back for this wait may start now.
         core.remove_memory_waiter(self.device);
@@ -1657,6 +1664,27 @@ mod tests {
         assert_eq!(job.wait().unwrap().completed, 3);
         assert_eq!(memory.reserved_bytes(), 0);
         assert_eq!(memory.hold(0).unwrap().bytes(), 0);
+    }
+
+    /// A standing reservation that does not fit beside held memory on an
+    /// idle device asks for it back instead of waiting forever.
+    #[test]
+    fn a_reservation_in_the_way_of_held_memory_asks_for_it_back() {
+        let sched = scheduler(&[100], 2);
+        let memory = sched.device_memory(0).unwrap();
+        let slot: Arc<Mutex<Option<Reservation>>> = Arc::default();
+        {
+            let slot = slot.clone();
+            sched.on_memory_pressure(Arc::new(move |_: &DeviceMemory| {
+                drop(slot.lock().unwrap().take());
+            }));
+        }
+        *slot.lock().unwrap() = Some(memory.hold(80).unwrap());
+        // 30 fit only without the held 80: the hook gives them back.
+        let standing = memory.reserve(30, &CancelToken::new()).unwrap();
+        assert_eq!(standing.bytes(), 30);
+        assert_eq!(sched.snapshot().devices[0].held_bytes, 0);
+        assert_eq!(memory.reserved_bytes(), 30);
     }
 
     #[test]

@@ -481,13 +481,15 @@ impl PartitionWork {
                 work.job
                     .event(Some(partition), ProgressStage::ProvingStarted);
                 let mut timings = StageTimings::default();
-                let staged = work
-                    .provers
-                    .get(ctx.ordinal())
-                    .prepare(work.input()?, &work.params, &mut timings)
-                    .map_err(|e| work.fail("prepare", e))?;
-                // A PCE it put on the device is held from now on.
+                let staged = work.provers.get(ctx.ordinal()).prepare(
+                    work.input()?,
+                    &work.params,
+                    &mut timings,
+                );
+                // A PCE it put on the device is held from now on (also when
+                // the partition failed after the upload).
                 work.provers.account(ctx.ordinal(), ctx.device_memory());
+                let staged = staged.map_err(|e| work.fail("prepare", e))?;
                 let (j, p, lane, w) = work.at(ctx);
                 work.timeline
                     .record_since(j, p, lane, w, crate::timeline::PREP, start);
@@ -500,13 +502,16 @@ impl PartitionWork {
                 let (job, partition) = (work.job.id.0, work.partition);
                 let _s = tracing::info_span!("kernel_region", job, partition).entered();
                 let mut timings = StageTimings::default();
-                let msm = work
-                    .provers
-                    .get(ctx.ordinal())
-                    .kernel_region(work.input()?, &work.params, staged, &mut timings)
-                    .map_err(|e| work.fail("kernel region", e))?;
-                // Parameters it made resident are held from now on.
+                let msm = work.provers.get(ctx.ordinal()).kernel_region(
+                    work.input()?,
+                    &work.params,
+                    staged,
+                    &mut timings,
+                );
+                // Parameters it made resident are held from now on (also
+                // when the partition failed after the upload).
                 work.provers.account(ctx.ordinal(), ctx.device_memory());
+                let msm = msm.map_err(|e| work.fail("kernel region", e))?;
                 let (j, p, lane, w) = work.at(ctx);
                 work.timeline
                     .record_since(j, p, lane, w, KERNEL_REGION, start);

@@ -328,8 +328,9 @@ impl Provers {
     /// memory is allocated already, so it is held even past what fits:
     /// partitions that no longer fit beside it wait).
     pub(crate) fn account(&self, ordinal: usize, memory: &DeviceMemory) {
-        let bytes = self.get(ordinal).held_device_bytes();
+        // Read under the lock: two callers never install sizes out of order.
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let bytes = self.get(ordinal).held_device_bytes();
         let current = held.iter().position(|(o, _)| *o == ordinal);
         if current.map_or(0, |i| held[i].1.bytes()) == bytes {
             return;
