@@ -102,8 +102,10 @@ fn as_elems<T: DeviceElem>(values: &[T]) -> &[Elem<T>] {
 ///
 /// Created by [`Gpu::upload`] or [`Gpu::alloc_zeros`]; passed to kernels with
 /// [`KernelArgs::buf`](super::KernelArgs::buf) and
-/// [`buf_mut`](super::KernelArgs::buf_mut). Copies are ordered on the GPU's
-/// stream, after the kernels launched before them, and each copy returns
+/// [`buf_mut`](super::KernelArgs::buf_mut). Copies are ordered on the calling
+/// thread's stream ([`Gpu::stream`]), after the kernels launched before
+/// them (on other streams, after the buffer's last users, through cudarc's
+/// per-buffer events), and each copy returns
 /// only once it is complete, so host memory can be reused at once. Dropping
 /// the buffer frees the memory in stream order, after the work that uses it.
 pub struct DeviceBuffer<T: DeviceElem> {

@@ -2,8 +2,9 @@
 //! device buffers and kernel launches, over cudarc's driver API.
 //!
 //! - [`Gpu::get`] gives the process-wide handle of one device: its primary
-//!   context and one stream on which every copy and launch of this layer is
-//!   ordered. Without the CUDA driver library, or without the device, it
+//!   context and its streams (a shared one, and one per thread that asks
+//!   with [`Gpu::own_stream`]), on which every copy and launch of this layer
+//!   is ordered ([`Gpu::stream`]: the calling thread's). Without the CUDA driver library, or without the device, it
 //!   returns [`Groth16Error::NoGpu`](crate::Groth16Error::NoGpu) instead of
 //!   panicking, so code built with this crate runs on machines without a GPU.
 //! - Modules are compiled from `kernels/<name>.cu` by `cargo xtask kernels`

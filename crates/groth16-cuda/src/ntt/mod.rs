@@ -80,7 +80,7 @@ struct Domain {
 
 /// The NTT kernels of one GPU, with the tables of every domain size used so
 /// far cached on the device. Cheap to share (`&self` everywhere); launches go
-/// to the GPU's one stream.
+/// to the calling thread's stream ([`Gpu::stream`]).
 pub struct GpuNtt {
     gpu: Arc<Gpu>,
     domains: Mutex<HashMap<u32, Arc<Domain>>>,

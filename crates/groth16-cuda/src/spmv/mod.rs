@@ -250,7 +250,8 @@ fn upload_matrix(gpu: &Arc<Gpu>, csr: &Csr, pce: &Pce, what: &str) -> Result<Dev
     })
 }
 
-/// The SpMV kernels of one GPU. Cheap; launches go to the GPU's one stream.
+/// The SpMV kernels of one GPU. Cheap; launches go to the calling thread's
+/// stream ([`Gpu::stream`]).
 #[derive(Debug)]
 pub struct GpuSpmv {
     gpu: Arc<Gpu>,
