@@ -28,3 +28,9 @@ extern "C" __global__ void ntt_bitrev_bls12_381(fr_t* x, const fr_t* sc_lo, cons
                                                 ntt_bitrev_params p) {
     ntt_bitrev(x, sc_lo, sc_hi, p);
 }
+
+// x[i] = x[i] * y[i] (op NTT_POINTWISE_MUL) or x[i] - y[i] (NTT_POINTWISE_SUB)
+// for i < n; one thread per index, any block size.
+extern "C" __global__ void ntt_pointwise_bls12_381(fr_t* x, const fr_t* y, uint32_t n, uint32_t op) {
+    ntt_pointwise(x, y, n, op);
+}

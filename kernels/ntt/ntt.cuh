@@ -302,3 +302,17 @@ __device__ __forceinline__ void ntt_bitrev(fr_t* x, const fr_t* sc_lo, const fr_
     ntt_store(x + i, xr);
     if (r != i) ntt_store(x + r, xi);
 }
+
+enum : uint32_t {
+    NTT_POINTWISE_MUL = 0,  // x = x * y
+    NTT_POINTWISE_SUB = 1,  // x = x - y
+};
+
+// x[i] = x[i] op y[i] for i < n: H's pointwise step a*b - c when a, b and c
+// are not on the device at once (HCoset of each, then these two).
+__device__ __forceinline__ void ntt_pointwise(fr_t* x, const fr_t* y, uint32_t n, uint32_t op) {
+    const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const fr_t a = ntt_load(x + i), b = ntt_load(y + i);
+    ntt_store(x + i, op == NTT_POINTWISE_SUB ? a - b : a * b);
+}

@@ -37,6 +37,22 @@ pub enum GpuParams {
     Streamed,
 }
 
+/// Where the GPU backend keeps a partition between its preparation and its
+/// kernel region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuStaging {
+    /// In device memory when two partitions fit there beside the prover's
+    /// kernel-region memory, else in host memory.
+    #[default]
+    Auto,
+    /// In device memory (a/b/c and the witness uploaded by the preparation).
+    Device,
+    /// In host memory: a/b/c on the CPU, uploaded in the kernel region, H
+    /// with two vectors on the device at once, parameters streamed.
+    Host,
+}
+
 /// `"auto"` or a value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Auto<T> {
@@ -238,6 +254,9 @@ pub struct EngineConfig {
     /// kept in device memory (only the witness crosses PCIe) when they fit;
     /// false: a/b/c on the CPU, uploaded.
     pub gpu_abc: bool,
+    /// Where partitions wait between preparation and kernel region:
+    /// `auto`, `device` or `host`.
+    pub gpu_staging: GpuStaging,
     /// Spans the timeline keeps (the oldest are dropped beyond this).
     pub timeline_capacity: usize,
 }
@@ -261,6 +280,7 @@ impl Default for EngineConfig {
             gpu_pin_streamed: true,
             gpu_stream_per_worker: true,
             gpu_abc: true,
+            gpu_staging: GpuStaging::Auto,
             timeline_capacity: 1 << 20,
         }
     }

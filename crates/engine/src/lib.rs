@@ -123,7 +123,7 @@ use cuzk_synth::{Pce, Witness};
 
 pub use budget::{Charge, ChargeKind, MemoryBudget, MemoryReport};
 pub use cache::{ParamsRef, ShapeId};
-pub use config::{Auto, Backend, ByteSize, EngineConfig, GpuParams};
+pub use config::{Auto, Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
 pub use engine::{
     AbcStatus, DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller,

@@ -63,6 +63,9 @@ struct Args {
     pce_dir: PathBuf,
     out: Option<PathBuf>,
     overrides: Vec<String>,
+    /// Engines measured one after the other on the same input, PCE and
+    /// fake parameters: (name, overrides on top of `overrides`).
+    variants: Vec<(String, Vec<String>)>,
     json: Option<(String, String)>,
     /// Synthesize each PoRep partition's witness one challenge after the
     /// other (storage-proofs' order, one thread) instead of in parallel.
@@ -82,6 +85,7 @@ fn args() -> Result<Args> {
         pce_dir: std::env::temp_dir().join("cuzk-c2-bench-pce"),
         out: None,
         overrides: Vec::new(),
+        variants: Vec::new(),
         json: None,
         sequential_witness: false,
     };
@@ -108,6 +112,17 @@ fn args() -> Result<Args> {
             "--pce-dir" => a.pce_dir = value()?.into(),
             "--out" => a.out = Some(value()?.into()),
             "--engine" => a.overrides.push(value()?),
+            "--variant" => {
+                let v = value()?;
+                let (name, rest) = v.split_once(':').unwrap_or((v.as_str(), ""));
+                ensure!(!name.is_empty(), "--variant NAME[:key=value,...]");
+                let overrides = rest
+                    .split(',')
+                    .filter(|kv| !kv.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                a.variants.push((name.to_owned(), overrides));
+            }
             "--json" => {
                 let rev = value()?;
                 let cmd = it.next().context("--json needs REV and CMD")?;
@@ -118,7 +133,8 @@ fn args() -> Result<Args> {
                     "c2_bench (--seal-proof NAME | --update-proof NAME | --post-proof NAME \
                      [--sectors N]) [--seed N] (--fake-params | --param-cache DIR) \
                      [--time-fake-params] [--pce-dir DIR] [--jobs N] [--together K,..] [--out DIR] \
-                     [--engine key=value ...] [--sequential-witness] [--json REV CMD]"
+                     [--engine key=value ...] [--variant NAME:key=value,... ...] \
+                     [--sequential-witness] [--json REV CMD]"
                 );
                 std::process::exit(0);
             }
@@ -351,10 +367,6 @@ impl PartitionsVisitor for Bench<'_> {
             }
         }
 
-        let mut config =
-            EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
-        config.pce_cache_dir = Some(args.pce_dir.clone());
-        let engine = Engine::new(config)?;
         let mut fake = None;
         if let Some(pce) = pce.take() {
             let t = Instant::now();
@@ -374,17 +386,10 @@ impl PartitionsVisitor for Bench<'_> {
                 ),
             );
             if args.fake_params {
-                fake = Some(made);
+                fake = Some(Arc::new(made));
             }
         }
-        let params = match fake {
-            Some(fake) => {
-                let key = format!("fake {shape}");
-                engine.register_params(key.clone(), Arc::new(fake))?;
-                ParamsRef::Key(key)
-            }
-            None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
-        };
+        drop(pce);
 
         let shape_id = ShapeId(shape.clone());
         let circuits = partitions.circuits;
@@ -394,59 +399,91 @@ impl PartitionsVisitor for Bench<'_> {
         } else {
             partitions.witness
         };
-        let t = Instant::now();
-        cuzk_engine::bench::warm_up_with(
-            &engine,
-            &shape_id,
-            &params,
-            |_| circuits[0].clone(),
-            witness,
-        )?;
-        results.add(
-            "warm_up_partition",
-            "s",
-            t.elapsed().as_secs_f64(),
-            "one partition: PCE read from disk, parameters to the prover, witness, proof".into(),
-        );
-
-        for (together, job) in args
-            .together
-            .iter()
-            .flat_map(|&k| (0..args.jobs).map(move |j| (k, j)))
-        {
-            let label = if together > 1 {
-                format!("proof_x{together}_{job}")
-            } else {
-                format!("proof_{job}")
+        // One engine per variant (the base configuration alone without
+        // --variant), each dropped before the next is built.
+        let variants = if args.variants.is_empty() {
+            vec![(String::new(), Vec::new())]
+        } else {
+            args.variants.clone()
+        };
+        for (variant, extra) in &variants {
+            let named = |label: &str| {
+                if variant.is_empty() {
+                    label.to_owned()
+                } else {
+                    format!("{variant}/{label}")
+                }
             };
-            let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
+            let mut config = EngineConfig::default().with_overrides(
+                args.overrides
+                    .iter()
+                    .chain(extra.iter())
+                    .map(String::as_str),
+            )?;
+            config.pce_cache_dir = Some(args.pce_dir.clone());
+            let engine = Engine::new(config)?;
+            let params = match &fake {
+                Some(fake) => {
+                    let key = format!("fake {shape}");
+                    engine.register_params(key.clone(), Arc::clone(fake))?;
+                    ParamsRef::Key(key)
+                }
+                None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
+            };
+            let t = Instant::now();
+            cuzk_engine::bench::warm_up_with(
                 &engine,
                 &shape_id,
                 &params,
-                together,
-                n,
-                |i| circuits[(i as usize - 1) % n].clone(),
+                |_| circuits[0].clone(),
                 witness,
             )?;
-            ensure!(proofs.len() == together * n, "missing proofs");
-            eprintln!("{}", report.summary);
-            let verified = if args.fake_params {
-                "fake parameters, not verifiable"
-            } else {
-                for (k, one) in proofs.chunks(n).enumerate() {
-                    let ok = input.verify(dir, &proofs_to_bytes(one))?;
-                    ensure!(ok, "proof {k} of measurement {job} does not verify");
-                }
-                "verified"
-            };
-            let stages = report
-                .summary
-                .stages
-                .iter()
-                .map(|st| format!("{} {:.0} ms", st.stage, st.median_ms))
-                .collect::<Vec<_>>()
-                .join(", ");
             results.add(
+                &named("warm_up_partition"),
+                "s",
+                t.elapsed().as_secs_f64(),
+                "one partition: PCE read from disk, parameters to the prover, witness, proof"
+                    .into(),
+            );
+
+            for (together, job) in args
+                .together
+                .iter()
+                .flat_map(|&k| (0..args.jobs).map(move |j| (k, j)))
+            {
+                let label = named(&if together > 1 {
+                    format!("proof_x{together}_{job}")
+                } else {
+                    format!("proof_{job}")
+                });
+                let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
+                    &engine,
+                    &shape_id,
+                    &params,
+                    together,
+                    n,
+                    |i| circuits[(i as usize - 1) % n].clone(),
+                    witness,
+                )?;
+                ensure!(proofs.len() == together * n, "missing proofs");
+                eprintln!("{}", report.summary);
+                let verified = if args.fake_params {
+                    "fake parameters, not verifiable"
+                } else {
+                    for (k, one) in proofs.chunks(n).enumerate() {
+                        let ok = input.verify(dir, &proofs_to_bytes(one))?;
+                        ensure!(ok, "proof {k} of measurement {job} does not verify");
+                    }
+                    "verified"
+                };
+                let stages = report
+                    .summary
+                    .stages
+                    .iter()
+                    .map(|st| format!("{} {:.0} ms", st.stage, st.median_ms))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                results.add(
                 &label,
                 "s",
                 report.wall_s / together as f64,
@@ -473,18 +510,21 @@ impl PartitionsVisitor for Bench<'_> {
                         .collect::<Vec<_>>()
                 ),
             );
-            if let Some(out) = &args.out {
-                std::fs::create_dir_all(out)?;
-                let stem = format!(
-                    "{}-{label}",
-                    results.prefix.rsplit('/').next().unwrap_or("proof")
-                );
-                let trace = out.join(format!("timeline-{stem}.json"));
-                std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;
-                let summary = out.join(format!("summary-{stem}.json"));
-                std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
-                eprintln!("wrote {} and {}", trace.display(), summary.display());
+                if let Some(out) = &args.out {
+                    std::fs::create_dir_all(out)?;
+                    let stem = format!(
+                        "{}-{}",
+                        results.prefix.rsplit('/').next().unwrap_or("proof"),
+                        label.replace('/', "-")
+                    );
+                    let trace = out.join(format!("timeline-{stem}.json"));
+                    std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;
+                    let summary = out.join(format!("summary-{stem}.json"));
+                    std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
+                    eprintln!("wrote {} and {}", trace.display(), summary.display());
+                }
             }
+            drop(engine);
         }
         Ok(())
     }

@@ -178,6 +178,41 @@ pub enum ParamsPlacement {
     Streamed,
 }
 
+/// Where a partition's a, b, c and witness wait between `prepare` and its
+/// kernel region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Staging {
+    /// On the device when two partitions' staged buffers fit the (limited)
+    /// card beside what the prover keeps for the kernel region
+    /// ([`stage_on_device`]), else in host memory.
+    #[default]
+    Auto,
+    /// On the device: prepare uploads a, b, c (or evaluates them there)
+    /// and the witness; the kernel region starts on the NTTs at once. Two
+    /// partitions of a 32 GiB PoRep (17 GB each) need 34 GB.
+    Device,
+    /// In host memory: a, b, c are evaluated on the CPU and uploaded in the
+    /// kernel region, where H is computed with two vectors on the device at
+    /// once ([`GpuNtt::compute_h_two_buffers`]: each one's copy under the
+    /// previous one's transform) and the witness is uploaded after MSM H;
+    /// parameters are streamed unless placed [`ParamsPlacement::Resident`].
+    /// A partition then needs no device memory of its own outside the
+    /// kernel region, and the region needs two domain-sized vectors.
+    Host,
+}
+
+/// Whether a partition is staged on the device under [`Staging::Auto`]: two
+/// partitions' staged buffers (`staged` bytes each, both workers of a GPU),
+/// what the prover keeps for its kernel regions (`shared`) and a 1 GiB
+/// margin (the engine's default `device_memory_margin`) fit in `total`.
+pub fn stage_on_device(staged: u64, shared: u64, total: u64) -> bool {
+    staged
+        .saturating_mul(2)
+        .saturating_add(shared)
+        .saturating_add(1 << 30)
+        <= total
+}
+
 /// Options of a [`GpuProver`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuOptions {
@@ -207,6 +242,8 @@ pub struct GpuOptions {
     /// crate's device buffers see that card); `None`: the card's own. Per
     /// device and process: the latest prover opened on a GPU sets it.
     pub memory_limit: Option<u64>,
+    /// Where partitions wait between prepare and their kernel region.
+    pub staging: Staging,
 }
 
 impl Default for GpuOptions {
@@ -218,6 +255,7 @@ impl Default for GpuOptions {
             gpu_abc: true,
             stream_per_worker: true,
             memory_limit: None,
+            staging: Staging::Auto,
         }
     }
 }
@@ -274,11 +312,18 @@ impl EventClock {
 }
 
 /// What prepare stages for the kernel region.
-struct GpuStaged {
-    a: DeviceBuffer<Scalar>,
-    b: DeviceBuffer<Scalar>,
-    c: DeviceBuffer<Scalar>,
-    w: DeviceBuffer<Scalar>,
+enum GpuStaged {
+    /// Uploaded by prepare ([`Staging::Device`]).
+    Device {
+        a: DeviceBuffer<Scalar>,
+        b: DeviceBuffer<Scalar>,
+        c: DeviceBuffer<Scalar>,
+        w: DeviceBuffer<Scalar>,
+    },
+    /// In host memory ([`Staging::Host`]): a, b, c evaluated by prepare,
+    /// or `None` when the caller gave them ([`AbcInput::Evaluated`], read
+    /// again from the kernel region's input).
+    Host { abc: Option<Abc> },
 }
 
 /// Takes out of `cache` the resident copies whose host set is gone and that
@@ -451,6 +496,9 @@ impl GpuProver {
         let need = params_device_bytes(params);
         match self.options.params {
             ParamsPlacement::Streamed => return Ok(None),
+            // Partitions staged in host memory: their device memory is
+            // counted with the streamed MSMs' chunks and scratch.
+            ParamsPlacement::Auto if !self.stages_on_device(pce) => return Ok(None),
             ParamsPlacement::Auto => {
                 let (free, _) = self.gpu.mem_info()?;
                 // Asked in a partition's kernel region: its staged buffers
@@ -578,11 +626,12 @@ impl GpuProver {
     /// made and put on the device once per shape.
     fn streamed_shape(&self, pce: &Pce) -> Result<Arc<StreamedShape>> {
         let key = shape_key(pce);
+        let chunk = self.chunk_for(pce, self.stages_on_device(pce));
         let mut cache = self.streamed.lock().map_err(|_| poisoned())?;
-        if let Some(s) = cache.iter().find(|s| s.key == key && s.chunk == self.chunk) {
+        if let Some(s) = cache.iter().find(|s| s.key == key && s.chunk == chunk) {
             return Ok(s.clone());
         }
-        let s = Arc::new(StreamedShape::new(&self.gpu, pce, key, self.chunk)?);
+        let s = Arc::new(StreamedShape::new(&self.gpu, pce, key, chunk)?);
         cache.push(s.clone());
         Ok(s)
     }
@@ -651,6 +700,18 @@ fn poisoned() -> Groth16Error {
     }
 }
 
+/// a, b, c of a partition: the caller's, or those prepare evaluated.
+fn abc_slices<'s>(
+    abc: &AbcInput<'s>,
+    owned: Option<&'s Abc>,
+) -> Result<(&'s [Scalar], &'s [Scalar], &'s [Scalar])> {
+    match (abc, owned) {
+        (AbcInput::Evaluated { a, b, c }, _) => Ok((a, b, c)),
+        (AbcInput::FromPce, Some(abc)) => Ok((&abc.a, &abc.b, &abc.c)),
+        (AbcInput::FromPce, None) => Err(Groth16Error::NotPrepared { backend: "cuda" }),
+    }
+}
+
 fn upload_padded(gpu: &Arc<Gpu>, v: &[Scalar], m: usize) -> Result<DeviceBuffer<Scalar>> {
     let mut buf = gpu.alloc_zeros::<Scalar>(m)?;
     buf.copy_from_host_at(0, v)?;
@@ -695,7 +756,7 @@ impl GpuProver {
             let path = pce.names.as_ref().and_then(|n| n.get(index).cloned());
             return Err(cuzk_synth::SynthError::Unsatisfied { index, path }.into());
         }
-        Ok(Staged::new(GpuStaged { a, b, c, w }))
+        Ok(Staged::new(GpuStaged::Device { a, b, c, w }))
     }
 
     /// Device memory two partitions of `pce`'s shape need at once (both
@@ -707,7 +768,121 @@ impl GpuProver {
     /// 47 GB set was streamed on an H200 (17-18 s per partition against
     /// 5.1-5.3 s with it resident).
     fn two_partitions_bytes(&self, pce: &Pce) -> u64 {
-        2 * staged_bytes(pce) + self.shared_device_bytes(pce)
+        2 * staged_bytes(pce) + self.shared_bytes(pce, true)
+    }
+
+    /// Whether partitions of `pce`'s shape are staged on the device
+    /// ([`GpuOptions::staging`]; under `Auto` by [`stage_on_device`] on the
+    /// (limited) card's total memory, so the answer is the same at every
+    /// call).
+    fn stages_on_device(&self, pce: &Pce) -> bool {
+        match self.options.staging {
+            Staging::Device => true,
+            Staging::Host => false,
+            Staging::Auto => {
+                let total = self.gpu.mem_info().map_or(0, |(_, total)| total);
+                stage_on_device(staged_bytes(pce), self.shared_bytes(pce, true), total)
+            }
+        }
+    }
+
+    /// [`Prover::shared_device_bytes`] with partitions staged on the device
+    /// (`on_device`) or in host memory.
+    fn shared_bytes(&self, pce: &Pce, on_device: bool) -> u64 {
+        kernel_region_bytes(
+            pce.domain_log2(),
+            pce.num_inputs + pce.num_aux,
+            self.chunk_for(pce, on_device),
+            &|n| self.msm.scratch_bound(n),
+            self.options.params,
+            on_device,
+        )
+    }
+
+    /// Variables per streamed chunk for partitions of `pce`'s shape: the
+    /// prover's chunk, or for partitions staged in host memory (when the
+    /// options name no chunk) [`host_staged_chunk`] on this card.
+    fn chunk_for(&self, pce: &Pce, on_device: bool) -> usize {
+        if on_device || self.options.stream_chunk.is_some() {
+            return self.chunk;
+        }
+        let total = self.gpu.mem_info().map_or(0, |(_, total)| total);
+        host_staged_chunk(
+            pce.domain_log2(),
+            pce.num_inputs + pce.num_aux,
+            self.chunk,
+            |n| self.msm.scratch_bound(n),
+            self.options.params,
+            total,
+        )
+    }
+}
+
+/// Variables per streamed chunk for partitions staged in host memory: the
+/// largest power of two from 2^20 up to `chunk` whose kernel region
+/// ([`kernel_region_bytes`], two domain-sized vectors beside the chunk
+/// buffers and the MSM scratch of a chunk) fits a card of `total` bytes with
+/// the 1 GiB margin. A 32 GiB PoRep partition on a 16 GiB card: 2^22
+/// (14.5 GB) instead of 2^23 (18.2 GB).
+fn host_staged_chunk(
+    log2: u32,
+    vars: usize,
+    chunk: usize,
+    scratch: impl Fn(usize) -> u64,
+    params: ParamsPlacement,
+    total: u64,
+) -> usize {
+    let mut chunk = chunk;
+    while chunk > 1 << 20
+        && kernel_region_bytes(log2, vars, chunk, &scratch, params, false) + (1 << 30) > total
+    {
+        chunk /= 2;
+    }
+    chunk
+}
+
+/// What a prover keeps on the device for the kernel regions of partitions
+/// of a 2^log2 domain and `vars` variables ([`Prover::shared_device_bytes`]),
+/// with `chunk` variables per streamed chunk, the MSMs' scratch bound
+/// `scratch`, parameters placed `params` and partitions staged on the
+/// device (`on_device`) or in host memory.
+fn kernel_region_bytes(
+    log2: u32,
+    vars: usize,
+    chunk: usize,
+    scratch: &impl Fn(usize) -> u64,
+    params: ParamsPlacement,
+    on_device: bool,
+) -> u64 {
+    // The NTT's tables of the domain; the MSMs' scratch (kept by GpuMsm
+    // across proofs) for the whole query when the parameters may be
+    // resident, for a chunk when they are streamed; for streamed MSMs
+    // the two chunk buffers (of G2 bases at most: at the switch from G1
+    // two G1 buffers and one G2) and a chunk's scalars; with host
+    // staging, the kernel region's two domain-sized vectors (H's; the
+    // witness comes after h is freed). One of each per prover, used
+    // inside the kernel region, which one partition at a time runs.
+    let m = 1usize << log2;
+    let chunk = chunk.min(m.max(vars));
+    let chunks = chunk as u64 * (2 * std::mem::size_of::<G2Affine>() as u64 + 32);
+    let streams_only = matches!(params, ParamsPlacement::Streamed)
+        || (!on_device && !matches!(params, ParamsPlacement::Resident));
+    let scratch = if streams_only {
+        scratch(chunk)
+    } else {
+        scratch(m.max(vars))
+    };
+    let vectors = if on_device { 0 } else { 2 * m as u64 * 32 };
+    ntt_table_bytes(log2) + scratch + chunks + vectors
+}
+
+/// Device bytes of the NTT's tables for a 2^log2 domain (a few square-root
+/// sized tables: 1.6 MB at 2^27).
+fn ntt_table_bytes(log2: u32) -> u64 {
+    match crate::ntt::plan::DomainPlan::new(log2.max(1)) {
+        Ok(plan) => plan.tables().iter().map(|t| 32u64 << t.log_len).sum(),
+        // Sizes the NTT refuses fail when it runs; counted as m elements.
+        Err(_) => 32u64 << log2.min(40),
     }
 }
 
@@ -809,21 +984,17 @@ impl Prover for GpuProver {
     }
 
     fn device_bytes(&self, pce: &Pce) -> u64 {
-        // a, b, c over the domain and the witness.
-        staged_bytes(pce)
+        // a, b, c over the domain and the witness, when staged on the
+        // device; nothing outside the kernel region when staged on the host.
+        if self.stages_on_device(pce) {
+            staged_bytes(pce)
+        } else {
+            0
+        }
     }
 
     fn shared_device_bytes(&self, pce: &Pce) -> u64 {
-        // The NTT's twiddles, a bound on the MSMs' scratch (kept by GpuMsm
-        // across proofs), and for streamed MSMs the two chunk buffers (of G2
-        // bases at most: at the switch from G1 two G1 buffers and one G2)
-        // and a chunk's scalars: one of each per prover, used inside the
-        // kernel region, which one partition at a time runs.
-        let m = pce.domain_size();
-        let vars = pce.num_inputs + pce.num_aux;
-        let chunk = self.chunk.min(m.max(vars)) as u64;
-        let chunks = chunk * (2 * std::mem::size_of::<G2Affine>() as u64 + 32);
-        2 * m as u64 * 32 + self.msm.scratch_bound(m.max(vars)) + chunks
+        self.shared_bytes(pce, self.stages_on_device(pce))
     }
 
     fn abc_placement(&self, pce: &Pce) -> AbcPlacement {
@@ -836,6 +1007,12 @@ impl Prover for GpuProver {
             .lock()
             .map(|c| c.iter().any(|d| d.rows() == pce.num_constraints()))
             .unwrap_or(false);
+        if !self.stages_on_device(pce) {
+            return AbcPlacement::host(format!(
+                "partitions of this shape wait in host memory: two do not fit GPU {ordinal}'s \
+                 (limited) memory staged"
+            ));
+        }
         if resident {
             return AbcPlacement::device(format!("the PCE is resident on GPU {ordinal}"));
         }
@@ -870,18 +1047,21 @@ impl Prover for GpuProver {
         check_params(params, pce)?;
         cuzk_synth::spmv::check_shape(pce, input.witness)?;
         let _own = self.own_stream()?;
-        if matches!(input.abc, AbcInput::FromPce) && self.options.gpu_abc {
+        let on_device = self.stages_on_device(pce);
+        if matches!(input.abc, AbcInput::FromPce) && self.options.gpu_abc && on_device {
             return self.prepare_gpu_abc(input, timings);
         }
-        let owned: Option<Abc>;
-        let (a, b, c) = match input.abc {
-            AbcInput::Evaluated { a, b, c } => (a, b, c),
+        let owned = match input.abc {
+            AbcInput::Evaluated { .. } => None,
             AbcInput::FromPce => {
-                owned = Some(timings.time("spmv", || cuzk_synth::evaluate(pce, input.witness))?);
-                let abc = owned.as_ref().ok_or_else(poisoned)?;
-                (&abc.a[..], &abc.b[..], &abc.c[..])
+                Some(timings.time("spmv", || cuzk_synth::evaluate(pce, input.witness))?)
             }
         };
+        if !on_device {
+            // Uploaded in the kernel region, two vectors at a time.
+            return Ok(Staged::new(GpuStaged::Host { abc: owned }));
+        }
+        let (a, b, c) = abc_slices(&input.abc, owned.as_ref())?;
         let m = pce.domain_size();
         let g = &self.gpu;
         g.ensure_free(staged_bytes(pce), || {
@@ -896,7 +1076,7 @@ impl Prover for GpuProver {
             let mut w = g.alloc_zeros::<Scalar>(w_len)?;
             w.copy_from_host_at(0, &input.witness.inputs)?;
             w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
-            Ok(GpuStaged {
+            Ok(GpuStaged::Device {
                 a: upload_padded(g, a, m)?,
                 b: upload_padded(g, b, m)?,
                 c: upload_padded(g, c, m)?,
@@ -916,13 +1096,7 @@ impl Prover for GpuProver {
         timings: &mut StageTimings,
     ) -> Result<MsmResults> {
         let pce = input.pce;
-        let Some(GpuStaged {
-            mut a,
-            mut b,
-            mut c,
-            w,
-        }) = staged.take::<GpuStaged>()
-        else {
+        let Some(staged) = staged.take::<GpuStaged>() else {
             return Err(Groth16Error::NotPrepared {
                 backend: self.name(),
             });
@@ -944,18 +1118,52 @@ impl Prover for GpuProver {
             }
         };
         clock.mark(g, "params h2d")?;
-        timings.time("h (ntt)", || {
-            self.ntt
-                .compute_h(&mut a, &mut b, &mut c, pce.domain_log2())
-        })?;
+        let log2 = pce.domain_log2();
+        let (a, mut w) = match staged {
+            GpuStaged::Device {
+                mut a,
+                mut b,
+                mut c,
+                w,
+            } => {
+                timings.time("h (ntt)", || {
+                    self.ntt.compute_h(&mut a, &mut b, &mut c, log2)
+                })?;
+                (a, Some(w))
+            }
+            GpuStaged::Host { abc } => {
+                let (ha, hb, hc) = abc_slices(&input.abc, abc.as_ref())?;
+                let copy = self.copy_stream()?;
+                let h = timings.time("h (ntt, a/b/c from host)", || {
+                    self.ntt.compute_h_two_buffers(ha, hb, hc, log2, &copy)
+                })?;
+                (h, None)
+            }
+        };
         clock.mark(g, "h (ntt)")?;
-        drop((b, c));
+        // Staged on the host: the witness follows h, whose buffer MSM H
+        // frees first.
+        let mut witness =
+            |timings: &mut StageTimings, clock: &mut EventClock| -> Result<DeviceBuffer<Scalar>> {
+                if let Some(w) = w.take() {
+                    return Ok(w);
+                }
+                let w = timings.time("witness h2d", || {
+                    let mut w = g.alloc_zeros::<Scalar>(pce.num_inputs + pce.num_aux)?;
+                    w.copy_from_host_at(0, &input.witness.inputs)?;
+                    w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
+                    Ok::<_, Groth16Error>(w)
+                })?;
+                clock.mark(g, "witness h2d")?;
+                Ok(w)
+            };
         let (h, l, a, b_g1, b_g2) = match (resident, &mut streamed) {
             (Some(resident), _) => {
                 let dens = self.densities(pce)?;
                 let h = timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
                 clock.mark(g, "msm h")?;
                 drop(a);
+                let w = witness(timings, &mut clock)?;
                 let l = timings.time("msm l", || self.msm.g1_dense(&resident.l, &w, &dens.l))?;
                 clock.mark(g, "msm l")?;
                 let a = timings.time("msm a", || self.msm.g1_dense(&resident.a, &w, &dens.a))?;
@@ -975,6 +1183,7 @@ impl Prover for GpuProver {
                 let h = timings.time("msm h (streamed)", || st.g1(Query::H, &a, 0))?;
                 clock.mark(g, "msm h")?;
                 drop(a);
+                let w = witness(timings, &mut clock)?;
                 let l = timings.time("msm l (streamed)", || st.g1(Query::L, &w, ni))?;
                 clock.mark(g, "msm l")?;
                 let a = timings.time("msm a (streamed)", || st.g1(Query::A, &w, 0))?;
@@ -1025,6 +1234,76 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
+
+    /// What the kernel region keeps and whether partitions are staged on
+    /// the device, as a prover on a card of `total` bytes decides (its MSM
+    /// configuration and chunk follow the card).
+    fn decide(log2: u32, vars: usize, total: u64) -> (bool, u64, u64) {
+        let msm = MsmConfig::for_device_memory(total);
+        let scratch = |n| msm.scratch_bound(n);
+        let chunk = stream_chunk_for_device_memory(total);
+        let host_chunk =
+            host_staged_chunk(log2, vars, chunk, scratch, ParamsPlacement::Auto, total);
+        assert!(host_chunk <= chunk && host_chunk.is_power_of_two());
+        let shared = |on_device| {
+            let chunk = if on_device { chunk } else { host_chunk };
+            kernel_region_bytes(
+                log2,
+                vars,
+                chunk,
+                &scratch,
+                ParamsPlacement::Auto,
+                on_device,
+            )
+        };
+        let staged = (3u64 << log2) * 32 + vars as u64 * 32;
+        let device = stage_on_device(staged, shared(true), total);
+        (device, shared(true), shared(false))
+    }
+
+    /// A 32 GiB PoRep partition (2^27 domain, 130,278,869 variables + 1
+    /// input... counted as the PCE counts them) is staged in host memory
+    /// on 16 and 32 GiB cards and then needs less than the card in its
+    /// kernel region; on an H200 it is staged on the device. porep:24-sized
+    /// partitions stay on the device even on a 16 GiB card.
+    #[test]
+    fn big_partitions_wait_in_host_memory_on_small_cards() {
+        let vars = 130_278_869 + 1;
+        for card in [16 * GIB, 32 * GIB] {
+            let (device, _, host_region) = decide(27, vars, card);
+            assert!(!device, "{card}: two 17 GB partitions cannot be staged");
+            assert!(
+                host_region + GIB <= card,
+                "{} GiB: the host-staged kernel region needs {host_region} bytes",
+                card / GIB
+            );
+        }
+        let (device, ..) = decide(27, vars, 141 * GIB);
+        assert!(device, "an H200 stages two 32 GiB partitions");
+        for card in [16 * GIB, 32 * GIB, 141 * GIB] {
+            let (device, ..) = decide(24, 16_800_000, card);
+            assert!(device, "{} GiB: porep:24 staged on the device", card / GIB);
+        }
+        // The decision is monotone in the card's size.
+        let mut was = false;
+        for gib in 8..=256 {
+            let (device, ..) = decide(27, vars, gib * GIB);
+            assert!(device || !was, "{gib} GiB");
+            was = device;
+        }
+    }
+
+    /// The NTT's tables are a few square-root-sized tables, not twiddles
+    /// for every element: what the kernel region used to count for them
+    /// (2m elements, 8.6 GB at 2^27) was most of a 16 GiB card.
+    #[test]
+    fn ntt_tables_are_small() {
+        for log2 in [1, 10, 20, 24, 27] {
+            let bytes = ntt_table_bytes(log2);
+            assert!(bytes > 0 && bytes <= 64 << 20, "2^{log2}: {bytes}");
+        }
+        assert!(ntt_table_bytes(27) < (32u64 << 27) / 100);
+    }
 
     #[test]
     fn streamed_chunks_follow_the_device_memory() {

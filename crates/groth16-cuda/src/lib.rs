@@ -27,9 +27,11 @@ mod streamed;
 
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};
-pub use gpu::{GpuOptions, GpuProver, ParamsPlacement, params_device_bytes};
+pub use gpu::{
+    GpuOptions, GpuProver, ParamsPlacement, Staging, params_device_bytes, stage_on_device,
+};
 pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
-pub use ntt::{GpuNtt, HBuffers, Upload};
+pub use ntt::{GpuNtt, HBuffers, Pointwise, Upload};
 pub use params::{
     check_params, read_params, read_params_from, read_verifying_key, write_atomically, write_params,
 };

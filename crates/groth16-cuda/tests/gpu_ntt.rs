@@ -64,6 +64,9 @@ fn first_difference(got: &[Scalar], want: &[Scalar]) -> Option<usize> {
         .position_first(|(g, w)| g != w)
 }
 
+/// h by the three-buffer path and by the two-buffer one (a, b, c to the
+/// coset one at a time, the pointwise step apart, uploads on a second
+/// stream), both against the CPU.
 fn check_h(ntt: &GpuNtt, what: &str, a: &[Scalar], b: &[Scalar], c: &[Scalar]) {
     let want = compute_h(a, b, c).unwrap();
     let got = ntt.compute_h_host(a, b, c).unwrap();
@@ -71,6 +74,18 @@ fn check_h(ntt: &GpuNtt, what: &str, a: &[Scalar], b: &[Scalar], c: &[Scalar]) {
     if let Some(i) = first_difference(&got, &want) {
         panic!(
             "{what}: h[{i}] differs: got {:?}, want {:?}",
+            got[i], want[i]
+        );
+    }
+    let log2 = a.len().next_power_of_two().trailing_zeros();
+    let copy = ntt.gpu().cuda_context().new_stream().unwrap();
+    let h = ntt.compute_h_two_buffers(a, b, c, log2, &copy).unwrap();
+    let mut got = h.download().unwrap();
+    assert_eq!(got.len(), 1 << log2, "{what}: two buffers' length");
+    got.truncate(want.len());
+    if let Some(i) = first_difference(&got, &want) {
+        panic!(
+            "{what}: two buffers: h[{i}] differs: got {:?}, want {:?}",
             got[i], want[i]
         );
     }

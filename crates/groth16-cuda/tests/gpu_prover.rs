@@ -12,7 +12,7 @@ use blstrs::Scalar;
 use cuzk_gpu_sched::testing::gpu_or_skip;
 use cuzk_groth16_cuda::{
     AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
-    ProverInput, StageTimings, assemble,
+    ProverInput, StageTimings, Staging, assemble,
 };
 use cuzk_synth::circuits::{CircuitSpec, all_test_specs};
 use cuzk_synth::{Pce, Witness};
@@ -153,6 +153,7 @@ fn streamed_parameters_give_the_same_proofs() {
                 // Also covers a/b/c from the PCE on the CPU.
                 gpu_abc: false,
                 memory_limit: None,
+                staging: Staging::Device,
             },
         )
         .unwrap()
@@ -228,6 +229,78 @@ fn streamed_parameters_give_the_same_proofs() {
     }
 }
 
+/// Partitions staged in host memory ([`Staging::Host`], how a 32 GiB PoRep
+/// partition runs on a 16-32 GB card): a, b, c uploaded in the kernel
+/// region and H computed with two device vectors, the witness uploaded
+/// after MSM H, parameters streamed (`Auto`) or resident; a/b/c from the
+/// PCE on the CPU or given by the caller. Byte-identical proofs, and no
+/// device memory needed outside the kernel region.
+#[test]
+fn host_staging_gives_the_same_proofs() {
+    let _device = shared();
+    let Some(_) = gpu_or_skip("host_staging_gives_the_same_proofs") else {
+        return;
+    };
+    let prover = |params| {
+        GpuProver::with_options(
+            0,
+            GpuOptions {
+                params,
+                staging: Staging::Host,
+                stream_chunk: Some(500),
+                ..GpuOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let (streamed, resident) = (
+        prover(ParamsPlacement::Auto),
+        prover(ParamsPlacement::Resident),
+    );
+    let mut rng = ChaCha20Rng::seed_from_u64(0x4057);
+    for spec in ["porep:12", "no-aux:5", "repeated-vars:8", "many-inputs:9"] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let params: Parameters<Bls12> =
+            generate_random_parameters(spec.build(0), &mut rng).unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        assert_eq!(streamed.device_bytes(&pce), 0, "{spec}: staged on the host");
+        let witness = Witness::synthesize(spec.build(3)).unwrap();
+        let abc = cuzk_synth::evaluate(&pce, &witness).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let theirs = bytes(&create_proof(spec.build(3), &params, r, s).unwrap());
+        for (abc, how) in [
+            (AbcInput::FromPce, "a/b/c from the PCE"),
+            (
+                AbcInput::Evaluated {
+                    a: &abc.a,
+                    b: &abc.b,
+                    c: &abc.c,
+                },
+                "a/b/c given",
+            ),
+        ] {
+            let input = ProverInput {
+                pce: &pce,
+                witness: &witness,
+                abc,
+            };
+            for (p, what) in [(&streamed, "streamed"), (&resident, "resident")] {
+                let out = p.prove(input, &params, r, s).unwrap();
+                assert_eq!(bytes(&out.proof), theirs, "{spec}: {what}, {how}");
+                let stages: Vec<&str> = out.timings.0.iter().map(|(s, _)| *s).collect();
+                for want in ["h (ntt, a/b/c from host)", "witness h2d"] {
+                    assert!(stages.contains(&want), "{spec}: {what}: {stages:?}");
+                }
+                assert_eq!(
+                    stages.iter().any(|s| s.contains("streamed")),
+                    what == "streamed",
+                    "{spec}: {what}: {stages:?}"
+                );
+            }
+        }
+    }
+}
+
 /// Two workers of one prover, as the engine runs them: prepare on two
 /// threads at once (uploads, the SpMV and the witness check on each
 /// worker's stream), kernel regions one at a time under a lock, each on the
@@ -255,16 +328,22 @@ fn workers_on_their_own_streams_give_the_same_proofs() {
                 (witness, r, s, theirs)
             })
             .collect();
-        for (stream_per_worker, params_at) in [
-            (true, ParamsPlacement::Resident),
-            (false, ParamsPlacement::Resident),
-            (true, ParamsPlacement::Streamed),
+        for (stream_per_worker, params_at, staging) in [
+            (true, ParamsPlacement::Resident, Staging::Device),
+            (false, ParamsPlacement::Resident, Staging::Device),
+            (true, ParamsPlacement::Streamed, Staging::Device),
+            // Staged in host memory: both workers' prepare on the CPU, the
+            // uploads and H's two buffers in the kernel regions.
+            (true, ParamsPlacement::Auto, Staging::Host),
+            (false, ParamsPlacement::Resident, Staging::Host),
         ] {
             let prover = GpuProver::with_options(
                 0,
                 GpuOptions {
                     params: params_at,
                     stream_per_worker,
+                    staging,
+                    stream_chunk: Some(700),
                     ..GpuOptions::default()
                 },
             )
@@ -294,7 +373,7 @@ fn workers_on_their_own_streams_give_the_same_proofs() {
                                 &bytes(&proof),
                                 theirs,
                                 "{spec}: worker {worker}, own streams {stream_per_worker}, \
-                                 {params_at:?} parameters"
+                                 {params_at:?} parameters, staged {staging:?}"
                             );
                         }
                     });

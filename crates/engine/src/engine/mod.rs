@@ -36,7 +36,7 @@ use cuzk_gpu_sched::{
 };
 use cuzk_groth16_cuda::{
     AbcInput, AbcPlacement, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, MsmResults,
-    ParamsPlacement, Prover, ProverInput, StageTimings, Staged,
+    ParamsPlacement, Prover, ProverInput, StageTimings, Staged, Staging,
 };
 use cuzk_pinned_pool::{Lease, PinnedError, Pool, PoolConfig, PoolStats, Request};
 use cuzk_synth::{Pce, SynthError, Witness};
@@ -46,7 +46,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::budget::{Charge, ChargeKind, MemoryBudget, MemoryReport, Reclaim, Signal};
 use crate::cache::{Cache, ParamsRef, Reclaimer, ShapeId, params_bytes};
-use crate::config::{Backend, ByteSize, EngineConfig, GpuParams};
+use crate::config::{Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
 use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
@@ -403,6 +403,11 @@ fn open_gpus(
         pin_streamed: config.gpu_pin_streamed,
         stream_per_worker: config.gpu_stream_per_worker,
         memory_limit: config.device_memory_limit.map(|b| b.0),
+        staging: match config.gpu_staging {
+            GpuStaging::Auto => Staging::Auto,
+            GpuStaging::Device => Staging::Device,
+            GpuStaging::Host => Staging::Host,
+        },
         ..GpuOptions::default()
     };
     let mut by_device = Vec::new();

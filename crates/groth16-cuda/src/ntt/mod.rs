@@ -55,6 +55,16 @@ pub enum Upload {
     Serial,
 }
 
+/// The elementwise operations of [`GpuNtt::pointwise`] (`NTT_POINTWISE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Pointwise {
+    /// x = x * y.
+    Mul = 0,
+    /// x = x - y.
+    Sub = 1,
+}
+
 /// Device buffers for [`GpuNtt::compute_h_from_host`]: three vectors of
 /// 2^log2 elements, allocated once and reused.
 #[derive(Debug)]
@@ -148,6 +158,130 @@ impl GpuNtt {
         let _s = tracing::debug_span!("ntt_h", log2).entered();
         let domain = self.domain(log2)?;
         self.run(&domain, &domain.plan.launches(Op::H), a, Some(b), Some(c))
+    }
+
+    /// h from host a, b, c (n <= m = 2^log2 elements each, zero-padded on
+    /// the device) with only two vectors of m elements on the device at
+    /// once, for partitions whose three do not fit: a to the coset
+    /// ([`Op::HCoset`]) in the returned buffer while b is copied on `copy`,
+    /// then b, a *= b; c into b's buffer, c to the coset, a -= c, and
+    /// [`Op::HFinish`]. The result is [`GpuNtt::compute_h`]'s: h in
+    /// `[0, m-1)` of the returned buffer. Waits for the copies (so the host
+    /// slices are free when it returns; from pageable memory the copies are
+    /// synchronous anyway); the kernels stay queued on the GPU's stream.
+    pub fn compute_h_two_buffers(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        log2: u32,
+        copy: &Arc<CudaStream>,
+    ) -> Result<DeviceBuffer<Scalar>> {
+        if log2 > MAX_LOG2 {
+            return Err(Groth16Error::NttSize {
+                detail: format!("h over 2^{log2}; the NTT takes up to 2^{MAX_LOG2}"),
+            });
+        }
+        let m = 1usize << log2;
+        let n = a.len();
+        if b.len() != n || c.len() != n || n > m {
+            return Err(Groth16Error::NttSize {
+                detail: format!(
+                    "a, b, c of {}, {}, {} elements over a domain of 2^{log2} (the same length \
+                     n <= m = {m} for each)",
+                    n,
+                    b.len(),
+                    c.len()
+                ),
+            });
+        }
+        let _s = tracing::debug_span!("ntt_h_two_buffers", log2, n).entered();
+        let main = Arc::clone(self.gpu.stream());
+        let mut x = self.gpu.alloc_zeros::<Scalar>(m)?;
+        let mut y = self.gpu.alloc_zeros::<Scalar>(m)?;
+        let result = self.h_two_buffers_queued([a, b, c], log2, &main, copy, &mut x, &mut y);
+        // The host slices may be released once this returns.
+        let waited = copy
+            .synchronize()
+            .map_err(cuda_error("waiting for the copy stream"));
+        result.and(waited)?;
+        drop(y);
+        Ok(x)
+    }
+
+    fn h_two_buffers_queued(
+        &self,
+        [a, b, c]: [&[Scalar]; 3],
+        log2: u32,
+        main: &Arc<CudaStream>,
+        copy: &Arc<CudaStream>,
+        x: &mut DeviceBuffer<Scalar>,
+        y: &mut DeviceBuffer<Scalar>,
+    ) -> Result<()> {
+        self.gpu.bind("uploading a, b, c for the NTT")?;
+        if !Arc::ptr_eq(main, copy) {
+            // Nothing on the copy stream may write the new buffers before
+            // their allocation on the main stream.
+            copy.join(main).map_err(cuda_error(
+                "ordering the copy stream after the GPU's stream",
+            ))?;
+        }
+        upload_padded(main, x, a)?;
+        if log2 == 0 {
+            return Ok(());
+        }
+        let domain = self.domain(log2)?;
+        let coset = domain.plan.launches(Op::HCoset);
+        self.run(&domain, &coset, x, None, None)?;
+        // cudarc orders the launches reading y after its upload on `copy`,
+        // and the next upload into y after those reads.
+        upload_padded(copy, y, b)?;
+        self.run(&domain, &coset, y, None, None)?;
+        self.pointwise(x, y, Pointwise::Mul)?;
+        upload_padded(copy, y, c)?;
+        self.run(&domain, &coset, y, None, None)?;
+        self.pointwise(x, y, Pointwise::Sub)?;
+        self.run(&domain, &domain.plan.launches(Op::HFinish), x, None, None)
+    }
+
+    /// x = x * y or x - y elementwise on the GPU's stream (same lengths).
+    pub fn pointwise(
+        &self,
+        x: &mut DeviceBuffer<Scalar>,
+        y: &DeviceBuffer<Scalar>,
+        op: Pointwise,
+    ) -> Result<()> {
+        let n = x.len();
+        if y.len() != n || u32::try_from(n).is_err() {
+            return Err(Groth16Error::NttSize {
+                detail: format!("a pointwise step over {n} and {} elements", y.len()),
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let kernel = self.gpu.kernel(MODULE, "ntt_pointwise_bls12_381")?;
+        let n32 = n as u32;
+        let config = LaunchConfig {
+            grid_dim: (n32.div_ceil(plan::BITREV_THREADS), 1, 1),
+            block_dim: (plan::BITREV_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let code = op as u32;
+        // SAFETY: ntt_pointwise_bls12_381(fr_t* x, const fr_t* y, uint32_t n,
+        // uint32_t op): arguments in that order; x and y hold n elements of
+        // Scalar (fr_t's bytes) each (checked above), thread i touches index
+        // i < n only.
+        unsafe {
+            kernel
+                .args()
+                .buf_mut(x)
+                .buf(y)
+                .arg(&n32)
+                .arg(&code)
+                .launch(config)?;
+        }
+        Ok(())
     }
 
     /// bellperson's `EvaluationDomain::fft` of `x` (2^log2 elements) in place.

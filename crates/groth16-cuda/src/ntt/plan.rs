@@ -256,6 +256,14 @@ pub enum Op {
     /// NTT, a*b - c, division by Z on the coset, inverse coset NTT; the
     /// result is in A (its last element is not part of h).
     H,
+    /// H's first half for one vector, in A: iNTT and coset NTT (the vector's
+    /// values on the coset, natural order). [`Op::H`] is `HCoset` of a, b
+    /// and c, then a*b - c pointwise, then [`Op::HFinish`]: with the
+    /// pointwise step apart, H needs only two vectors on the device at once.
+    HCoset,
+    /// H's end, in A: from a*b - c on the coset, the division by Z and the
+    /// inverse coset NTT (A's last element is not part of h).
+    HFinish,
 }
 
 /// The 2^log-th root of unity bellperson uses for a domain of that size:
@@ -514,6 +522,14 @@ impl DomainPlan {
                 // Natural order, times minv * g^-i / Z(g).
                 out.push(self.bitrev(A, SCALE_DST, self.h_final));
             }
+            Op::HCoset => {
+                out.extend(self.dif(A, true, PRE_NONE, true));
+                out.extend(self.dit(A, false));
+            }
+            Op::HFinish => {
+                out.extend(self.dif(A, true, PRE_NONE, false));
+                out.push(self.bitrev(A, SCALE_DST, self.h_final));
+            }
         }
         out
     }
@@ -525,7 +541,15 @@ impl DomainPlan {
     /// only these.
     pub fn is_planned(&self, launch: &Launch) -> bool {
         use Vector::{A, B, C};
-        let ops = [Op::Fft, Op::Ifft, Op::CosetFft, Op::IcosetFft, Op::H];
+        let ops = [
+            Op::Fft,
+            Op::Ifft,
+            Op::CosetFft,
+            Op::IcosetFft,
+            Op::H,
+            Op::HCoset,
+            Op::HFinish,
+        ];
         if ops.iter().any(|&op| self.launches(op).contains(launch)) {
             return true;
         }
@@ -891,6 +915,25 @@ mod tests {
         let m = a.len();
         let (mut a, mut b, mut c) = (a, random(m, 100), random(m, 200));
         let want = compute_h(&a, &b, &c).unwrap();
+        // In two buffers: each vector to the coset alone, then the pointwise
+        // step (the GPU's `ntt_pointwise`), then the end.
+        let mut two = a.clone();
+        let mut other = b.clone();
+        let mut none = vec![Scalar::ZERO; 1];
+        let mut none2 = none.clone();
+        run(plan, Op::HCoset, &mut two, &mut none, &mut none2);
+        run(plan, Op::HCoset, &mut other, &mut none, &mut none2);
+        two.iter_mut().zip(&other).for_each(|(x, y)| *x *= y);
+        other.copy_from_slice(&c);
+        run(plan, Op::HCoset, &mut other, &mut none, &mut none2);
+        two.iter_mut().zip(&other).for_each(|(x, y)| *x -= y);
+        run(plan, Op::HFinish, &mut two, &mut none, &mut none2);
+        assert!(
+            two[..m - 1] == want[..],
+            "H in two buffers at 2^{}",
+            plan.log2()
+        );
+        // Fused, in three.
         run(plan, Op::H, &mut a, &mut b, &mut c);
         assert!(a[..m - 1] == want[..], "H at 2^{}", plan.log2());
     }
