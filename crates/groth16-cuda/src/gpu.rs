@@ -312,6 +312,8 @@ impl EventClock {
 }
 
 /// What prepare stages for the kernel region.
+// `Staged` boxes it: the variants' sizes cost nothing.
+#[allow(clippy::large_enum_variant)]
 enum GpuStaged {
     /// Uploaded by prepare ([`Staging::Device`]).
     Device {
