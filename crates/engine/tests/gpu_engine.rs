@@ -1,6 +1,7 @@
 //! The engine on the GPU backend (`backend = "gpu"`): a multi-partition job
 //! on two workers per GPU gives proofs byte-identical to bellperson that
-//! verify, with a/b/c computed on the GPU and on the CPU, every kernel
+//! verify, with a/b/c computed on the GPU and on the CPU, partitions staged
+//! on the device and in host memory (`gpu_staging`), every kernel
 //! region ran on a GPU lane, and the memory budget returns to idle. Skips without a GPU (fails with CUZK_REQUIRE_GPU=1).
 
 mod common;
@@ -8,7 +9,9 @@ mod common;
 use bellperson::groth16::{create_proof, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
 use common::*;
-use cuzk_engine::{Auto, Backend, Engine, EngineConfig, ParamsRef, ProofRequest, ShapeId};
+use cuzk_engine::{
+    Auto, Backend, Engine, EngineConfig, GpuStaging, ParamsRef, ProofRequest, ShapeId,
+};
 use cuzk_gpu_sched::testing::gpu_or_skip;
 use cuzk_synth::Witness;
 use ff::Field;
@@ -20,17 +23,24 @@ fn gpu_backend_jobs_are_byte_identical_to_bellperson() {
     let Some(_) = gpu_or_skip("gpu_backend_jobs_are_byte_identical_to_bellperson") else {
         return;
     };
-    for gpu_abc in [true, false] {
-        gpu_backend_job(gpu_abc);
+    for (gpu_abc, staging) in [
+        (true, GpuStaging::Auto),
+        (false, GpuStaging::Auto),
+        // Staged in host memory: a/b/c on the CPU even with gpu_abc, the
+        // uploads and H's two device vectors in the kernel region.
+        (true, GpuStaging::Host),
+    ] {
+        gpu_backend_job(gpu_abc, staging);
     }
 }
 
-fn gpu_backend_job(gpu_abc: bool) {
+fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging) {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::new(EngineConfig {
         backend: Backend::Gpu,
         workers_per_device: Auto::Value(2),
         gpu_abc,
+        gpu_staging: staging,
         ..EngineConfig::default()
     })
     .unwrap();
@@ -64,9 +74,8 @@ fn gpu_backend_job(gpu_abc: bool) {
             assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
         }
         eprintln!(
-            "{spec}: {} GPU partitions byte-identical (a/b/c on the {})",
+            "{spec}: {} GPU partitions byte-identical (gpu_abc {gpu_abc}, staged {staging:?})",
             seeds.len(),
-            if gpu_abc { "GPU" } else { "CPU" }
         );
     }
     let timeline = engine.timeline().snapshot();
@@ -76,7 +85,7 @@ fn gpu_backend_job(gpu_abc: bool) {
         .filter(|s| s.stage == "abc on gpu")
         .count();
     let spmv = timeline.spans.iter().filter(|s| s.stage == "spmv").count();
-    if gpu_abc {
+    if gpu_abc && staging != GpuStaging::Host {
         assert_eq!((on_gpu, spmv), (12, 0));
     } else {
         assert_eq!((on_gpu, spmv), (0, 12));
