@@ -1143,61 +1143,86 @@ impl Prover for GpuProver {
             }
         };
         clock.mark(g, "h (ntt)")?;
-        // Staged on the host: the witness follows h, whose buffer MSM H
-        // frees first.
-        let mut witness =
-            |timings: &mut StageTimings, clock: &mut EventClock| -> Result<DeviceBuffer<Scalar>> {
-                if let Some(w) = w.take() {
-                    return Ok(w);
-                }
-                let w = timings.time("witness h2d", || {
+        let results = std::thread::scope(|scope| {
+            // Staged on the host: the witness is uploaded under MSM H by a
+            // helper thread (on the GPU's shared stream; from pageable memory a
+            // copy blocks its thread) into the room H's second vector had.
+            let mut pending = w.is_none().then(|| {
+                scope.spawn(|| {
+                    let t = std::time::Instant::now();
                     let mut w = g.alloc_zeros::<Scalar>(pce.num_inputs + pce.num_aux)?;
                     w.copy_from_host_at(0, &input.witness.inputs)?;
                     w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
-                    Ok::<_, Groth16Error>(w)
-                })?;
-                clock.mark(g, "witness h2d")?;
+                    Ok::<_, Groth16Error>((w, t.elapsed()))
+                })
+            });
+            let mut witness = |timings: &mut StageTimings| -> Result<DeviceBuffer<Scalar>> {
+                if let Some(w) = w.take() {
+                    return Ok(w);
+                }
+                let upload = pending.take().ok_or_else(poisoned)?;
+                let (w, took) = timings.time("witness h2d (wait)", || {
+                    upload.join().map_err(|_| Groth16Error::Cuda {
+                        what: "uploading the witness".into(),
+                        detail: "the upload thread panicked".into(),
+                    })
+                })??;
+                timings.push_overlapped(
+                    "witness h2d",
+                    took,
+                    format!(
+                        "{} bytes under MSM H, on a helper thread",
+                        size_of_val(&input.witness.inputs[..])
+                            + size_of_val(&input.witness.aux[..])
+                    ),
+                );
                 Ok(w)
             };
-        let (h, l, a, b_g1, b_g2) = match (resident, &mut streamed) {
-            (Some(resident), _) => {
-                let dens = self.densities(pce)?;
-                let h = timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
-                clock.mark(g, "msm h")?;
-                drop(a);
-                let w = witness(timings, &mut clock)?;
-                let l = timings.time("msm l", || self.msm.g1_dense(&resident.l, &w, &dens.l))?;
-                clock.mark(g, "msm l")?;
-                let a = timings.time("msm a", || self.msm.g1_dense(&resident.a, &w, &dens.a))?;
-                clock.mark(g, "msm a")?;
-                let b_g1 = timings.time("msm b_g1", || {
-                    self.msm.g1_dense(&resident.b_g1, &w, &dens.b)
-                })?;
-                clock.mark(g, "msm b_g1")?;
-                let b_g2 = timings.time("msm b_g2", || {
-                    self.msm.g2_dense(&resident.b_g2, &w, &dens.b)
-                })?;
-                clock.mark(g, "msm b_g2")?;
-                (h, l, a, b_g1, b_g2)
-            }
-            (None, Some((st, _))) => {
-                let ni = pce.num_inputs;
-                let h = timings.time("msm h (streamed)", || st.g1(Query::H, &a, 0))?;
-                clock.mark(g, "msm h")?;
-                drop(a);
-                let w = witness(timings, &mut clock)?;
-                let l = timings.time("msm l (streamed)", || st.g1(Query::L, &w, ni))?;
-                clock.mark(g, "msm l")?;
-                let a = timings.time("msm a (streamed)", || st.g1(Query::A, &w, 0))?;
-                clock.mark(g, "msm a")?;
-                let b_g1 = timings.time("msm b_g1 (streamed)", || st.g1(Query::BG1, &w, 0))?;
-                clock.mark(g, "msm b_g1")?;
-                let b_g2 = timings.time("msm b_g2 (streamed)", || st.g2(&w))?;
-                clock.mark(g, "msm b_g2")?;
-                (h, l, a, b_g1, b_g2)
-            }
-            (None, None) => return Err(poisoned()),
-        };
+            let (h, l, a, b_g1, b_g2) = match (resident, &mut streamed) {
+                (Some(resident), _) => {
+                    let dens = self.densities(pce)?;
+                    let h =
+                        timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
+                    clock.mark(g, "msm h")?;
+                    drop(a);
+                    let w = witness(timings)?;
+                    let l =
+                        timings.time("msm l", || self.msm.g1_dense(&resident.l, &w, &dens.l))?;
+                    clock.mark(g, "msm l")?;
+                    let a =
+                        timings.time("msm a", || self.msm.g1_dense(&resident.a, &w, &dens.a))?;
+                    clock.mark(g, "msm a")?;
+                    let b_g1 = timings.time("msm b_g1", || {
+                        self.msm.g1_dense(&resident.b_g1, &w, &dens.b)
+                    })?;
+                    clock.mark(g, "msm b_g1")?;
+                    let b_g2 = timings.time("msm b_g2", || {
+                        self.msm.g2_dense(&resident.b_g2, &w, &dens.b)
+                    })?;
+                    clock.mark(g, "msm b_g2")?;
+                    (h, l, a, b_g1, b_g2)
+                }
+                (None, Some((st, _))) => {
+                    let ni = pce.num_inputs;
+                    let h = timings.time("msm h (streamed)", || st.g1(Query::H, &a, 0))?;
+                    clock.mark(g, "msm h")?;
+                    drop(a);
+                    let w = witness(timings)?;
+                    let l = timings.time("msm l (streamed)", || st.g1(Query::L, &w, ni))?;
+                    clock.mark(g, "msm l")?;
+                    let a = timings.time("msm a (streamed)", || st.g1(Query::A, &w, 0))?;
+                    clock.mark(g, "msm a")?;
+                    let b_g1 = timings.time("msm b_g1 (streamed)", || st.g1(Query::BG1, &w, 0))?;
+                    clock.mark(g, "msm b_g1")?;
+                    let b_g2 = timings.time("msm b_g2 (streamed)", || st.g2(&w))?;
+                    clock.mark(g, "msm b_g2")?;
+                    (h, l, a, b_g1, b_g2)
+                }
+                (None, None) => return Err(poisoned()),
+            };
+            Ok((h, l, a, b_g1, b_g2))
+        });
+        let (h, l, a, b_g1, b_g2) = results?;
         if let Some((st, pinned)) = streamed {
             let (bytes, copy) = st.finish()?;
             // GPU time of the parameter copies themselves (on the copy

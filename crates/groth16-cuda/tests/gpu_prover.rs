@@ -288,9 +288,15 @@ fn host_staging_gives_the_same_proofs() {
                 let out = p.prove(input, &params, r, s).unwrap();
                 assert_eq!(bytes(&out.proof), theirs, "{spec}: {what}, {how}");
                 let stages: Vec<&str> = out.timings.0.iter().map(|(s, _)| *s).collect();
-                for want in ["h (ntt, a/b/c from host)", "witness h2d"] {
+                for want in ["h (ntt, a/b/c from host)", "witness h2d (wait)"] {
                     assert!(stages.contains(&want), "{spec}: {what}: {stages:?}");
                 }
+                // The witness's upload ran beside MSM H, on a helper thread.
+                let beside = out.timings.overlapped();
+                assert!(
+                    beside.iter().any(|(s, _, _)| *s == "witness h2d"),
+                    "{spec}: {what}: {beside:?}"
+                );
                 assert_eq!(
                     stages.iter().any(|s| s.contains("streamed")),
                     what == "streamed",
