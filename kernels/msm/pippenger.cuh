@@ -68,6 +68,11 @@ __device__ __forceinline__ void msm_prefetch(const T* p) {
 // the next level's list has exactly one entry per segment and is sorted by
 // key.
 //
+// With `carry` set, a run's owner starts from the bucket's value instead of
+// the identity, so the buckets sum over several launches (the chunks of a
+// streamed query, whose buckets are cleared once and reduced once): one
+// load of a bucket per run, no extra addition.
+//
 // With PREFETCH, loads are pipelined two deep: while entry i is added, the
 // base of entry i + 1 (whose index arrived during the previous addition) is
 // prefetched and entry i + 2 is loaded. Without it each addition waits for
@@ -79,7 +84,7 @@ __device__ __forceinline__ void msm_prefetch(const T* p) {
 template <class F, bool PREFETCH>
 __device__ __forceinline__ void msm_accumulate(const uint2* entries, uint32_t e, uint32_t per,
                                                const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys,
-                                               xyzz_t<F>* out_vals) {
+                                               xyzz_t<F>* out_vals, uint32_t carry) {
     typedef xyzz_t<F> X;
     const uint2 none = make_uint2(MSM_NO_KEY, 0);
     uint32_t s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -90,7 +95,7 @@ __device__ __forceinline__ void msm_accumulate(const uint2* entries, uint32_t e,
     bool owned = start == 0 || entries[start - 1].x != cur;
     out_keys[s] = cur;
     if (owned) out_vals[s] = msm_inf<F>();
-    X acc = msm_inf<F>();
+    X acc = owned && carry ? buckets[cur] : msm_inf<F>();
     uint2 e0 = entries[start];
     uint2 e1 = start + 1 < end ? entries[start + 1] : none;
     // One pass past the end (key MSM_NO_KEY) flushes the last run, so the
@@ -104,7 +109,7 @@ __device__ __forceinline__ void msm_accumulate(const uint2* entries, uint32_t e,
             else out_vals[s] = acc;
             owned = true;
             cur = k;
-            acc = msm_inf<F>();
+            acc = carry && k != MSM_NO_KEY ? buckets[k] : msm_inf<F>();
         }
         if (i < end) {
             affine_t<F> p = bases[e0.y & ~MSM_NEG_BIT];
@@ -254,19 +259,19 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
 #define MSM_CURVE_KERNELS(G, F)                                                                                  \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_plain_##G##_bls12_381(      \
         const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
-        uint32_t* out_keys, xyzz_t<F>* out_vals) {                                                             \
-        msm_accumulate<F, false>(entries, e, per, bases, buckets, out_keys, out_vals);                         \
+        uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {                                             \
+        msm_accumulate<F, false>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                  \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_prefetch_##G##_bls12_381(   \
         const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
-        uint32_t* out_keys, xyzz_t<F>* out_vals) {                                                             \
-        msm_accumulate<F, true>(entries, e, per, bases, buckets, out_keys, out_vals);                          \
+        uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {                                             \
+        msm_accumulate<F, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                   \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS, 4)                                         \
         msm_accumulate_prefetch128_##G##_bls12_381(const uint2* entries, uint32_t e, uint32_t per,             \
                                                    const affine_t<F>* bases, xyzz_t<F>* buckets,               \
-                                                   uint32_t* out_keys, xyzz_t<F>* out_vals) {                  \
-        msm_accumulate<F, true>(entries, e, per, bases, buckets, out_keys, out_vals);                          \
+                                                   uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {  \
+        msm_accumulate<F, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                   \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_partials_##G##_bls12_381(   \
         const uint32_t* in_keys, const xyzz_t<F>* in_vals, uint32_t l, uint32_t per, xyzz_t<F>* buckets,      \

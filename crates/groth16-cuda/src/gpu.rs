@@ -263,9 +263,10 @@ impl Default for GpuOptions {
 /// Variables per streamed MSM chunk on a card of `total` bytes: the
 /// largest power of two from 2^20 to 2^24 whose two chunk buffers of G2
 /// bases take at most a fifth of the card (2^23 on a 16 GiB card, 2^24 on
-/// 32 GiB and more). Larger chunks mean fewer, larger MSMs per query (each
-/// chunk is an MSM of its own); two buffers let the next chunk's copy run
-/// under the current one's MSM.
+/// 32 GiB and more). Larger chunks mean fewer sorting passes and host
+/// round trips per query (a query's chunks add into one set of buckets,
+/// reduced once); two buffers let the next chunk's copy run under the
+/// current one's MSM.
 pub fn stream_chunk_for_device_memory(total: u64) -> usize {
     let per_variable = 2 * std::mem::size_of::<G2Affine>() as u64;
     let fit = total / 5 / per_variable;
@@ -795,7 +796,7 @@ impl GpuProver {
             pce.domain_log2(),
             pce.num_inputs + pce.num_aux,
             self.chunk_for(pce, on_device),
-            &|n| self.msm.scratch_bound(n),
+            &|chunk, n| self.msm.carried_scratch_bound(chunk, n),
             self.options.params,
             on_device,
         )
@@ -813,7 +814,7 @@ impl GpuProver {
             pce.domain_log2(),
             pce.num_inputs + pce.num_aux,
             self.chunk,
-            |n| self.msm.scratch_bound(n),
+            |chunk, n| self.msm.carried_scratch_bound(chunk, n),
             self.options.params,
             total,
         )
@@ -830,7 +831,7 @@ fn host_staged_chunk(
     log2: u32,
     vars: usize,
     chunk: usize,
-    scratch: impl Fn(usize) -> u64,
+    scratch: impl Fn(usize, usize) -> u64,
     params: ParamsPlacement,
     total: u64,
 ) -> usize {
@@ -852,7 +853,7 @@ fn kernel_region_bytes(
     log2: u32,
     vars: usize,
     chunk: usize,
-    scratch: &impl Fn(usize) -> u64,
+    scratch: &impl Fn(usize, usize) -> u64,
     params: ParamsPlacement,
     on_device: bool,
 ) -> u64 {
@@ -870,9 +871,9 @@ fn kernel_region_bytes(
     let streams_only = matches!(params, ParamsPlacement::Streamed)
         || (!on_device && !matches!(params, ParamsPlacement::Resident));
     let scratch = if streams_only {
-        scratch(chunk)
+        scratch(chunk, m.max(vars))
     } else {
-        scratch(m.max(vars))
+        scratch(m.max(vars), m.max(vars))
     };
     let vectors = if on_device { 0 } else { 2 * m as u64 * 32 };
     ntt_table_bytes(log2) + scratch + chunks + vectors
@@ -1224,7 +1225,7 @@ impl Prover for GpuProver {
         });
         let (h, l, a, b_g1, b_g2) = results?;
         if let Some((st, pinned)) = streamed {
-            let (bytes, copy) = st.finish()?;
+            let (bytes, copy, chunks, waited) = st.finish()?;
             // GPU time of the parameter copies themselves (on the copy
             // stream, under the NTTs and MSMs when pinned): bytes / this is
             // the bandwidth the streaming achieved.
@@ -1238,7 +1239,7 @@ impl Prover for GpuProver {
                 "streamed h2d",
                 copy,
                 format!(
-                    "{bytes} bytes of parameters copied in {:.1} ms of copy time: {gb_per_s:.1} GB/s ({})",
+                    "{bytes} bytes of parameters copied in {:.1} ms of copy time: {gb_per_s:.1} GB/s ({}); {chunks} chunks, {waited} of whose MSMs were queued before their copy was done",
                     secs * 1e3,
                     if pinned.is_some() { "page-locked" } else { "pageable" }
                 ),
@@ -1265,9 +1266,9 @@ mod tests {
     /// What the kernel region keeps and whether partitions are staged on
     /// the device, as a prover on a card of `total` bytes decides (its MSM
     /// configuration and chunk follow the card).
-    fn decide(log2: u32, vars: usize, total: u64) -> (bool, u64, u64) {
+    fn decide(log2: u32, vars: usize, total: u64) -> (bool, u64, u64, usize) {
         let msm = MsmConfig::for_device_memory(total);
-        let scratch = |n| msm.scratch_bound(n);
+        let scratch = |chunk, n| msm.carried_scratch_bound(chunk, n);
         let chunk = stream_chunk_for_device_memory(total);
         let host_chunk =
             host_staged_chunk(log2, vars, chunk, scratch, ParamsPlacement::Auto, total);
@@ -1285,7 +1286,7 @@ mod tests {
         };
         let staged = (3u64 << log2) * 32 + vars as u64 * 32;
         let device = stage_on_device(staged, shared(true), total);
-        (device, shared(true), shared(false))
+        (device, shared(true), shared(false), host_chunk)
     }
 
     /// A 32 GiB PoRep partition (2^27 domain, 130,278,869 variables + 1
@@ -1297,8 +1298,16 @@ mod tests {
     fn big_partitions_wait_in_host_memory_on_small_cards() {
         let vars = 130_278_869 + 1;
         for card in [16 * GIB, 32 * GIB] {
-            let (device, _, host_region) = decide(27, vars, card);
+            let (device, _, host_region, chunk) = decide(27, vars, card);
             assert!(!device, "{card}: two 17 GB partitions cannot be staged");
+            eprintln!(
+                "{} GiB: host-staged chunks of {chunk}, region {host_region}",
+                card / GIB
+            );
+            // The MSM scratch of a chunk is small beside the vectors: chunks
+            // of 2^22 variables on 16 GiB, 2^24 (the most) on 32 GiB.
+            let want = if card == 16 * GIB { 1 << 22 } else { 1 << 24 };
+            assert_eq!(chunk, want, "{} GiB", card / GIB);
             assert!(
                 host_region + GIB <= card,
                 "{} GiB: the host-staged kernel region needs {host_region} bytes",

@@ -21,7 +21,6 @@ use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cudarc::driver::{CudaStream, DevicePtrMut, result as cu_result};
 use cuzk_synth::{Density, Pce};
-use group::Group;
 
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
 use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine};
@@ -353,6 +352,8 @@ pub(crate) struct Streamer<'a> {
     scalars: Option<DeviceBuffer<Scalar>>,
     events: Vec<(GpuEvent, GpuEvent)>,
     bytes: u64,
+    /// Chunks whose copy was still running when their MSM was queued.
+    waited: usize,
 }
 
 impl<'a> Streamer<'a> {
@@ -407,6 +408,7 @@ impl<'a> Streamer<'a> {
             scalars: None,
             events: Vec::new(),
             bytes: 0,
+            waited: 0,
         })
     }
 
@@ -470,7 +472,10 @@ impl<'a> Streamer<'a> {
         scalars: &DeviceBuffer<Scalar>,
         offset: usize,
     ) -> Result<A::Projective> {
-        let mut acc = A::Projective::identity();
+        // One MSM over the query's chunks: buckets carried from chunk to
+        // chunk, reduced once, with the windows of the whole query.
+        let total: usize = self.shape.chunks(q).iter().map(|c| c.count).sum();
+        let mut msm = self.msm.carried::<A>(total)?;
         while let Some(item) = self.items.get(self.done) {
             if item.query != q {
                 break;
@@ -495,7 +500,14 @@ impl<'a> Streamer<'a> {
             };
             // The MSM's launches wait for the chunk's copy (cudarc records
             // the copy as the buffer's last write on the copy stream).
-            acc += self.msm.msm(buf, sc, Some(&c.dens))?;
+            if self
+                .events
+                .get(self.done)
+                .is_some_and(|(_, end)| !end.is_done())
+            {
+                self.waited += 1;
+            }
+            msm.add(buf, sc, Some(&c.dens))?;
             self.done += 1;
             let curve_ends = self
                 .items
@@ -506,11 +518,13 @@ impl<'a> Streamer<'a> {
                 *A::slots(&mut self.bufs) = [None, None];
             }
         }
-        Ok(acc)
+        msm.finish()
     }
 
-    /// Waits for the copies; their bytes and GPU time.
-    pub(crate) fn finish(self) -> Result<(u64, Duration)> {
+    /// Waits for the copies: their bytes and GPU time, the number of
+    /// chunks, and how many of them were queued before their copy was done
+    /// (the MSMs waited for the copies: streaming was copy-bound there).
+    pub(crate) fn finish(self) -> Result<(u64, Duration, usize, usize)> {
         self.copy.synchronize().map_err(|e| Groth16Error::Cuda {
             what: format!("waiting for GPU {}'s copy stream", self.gpu.ordinal()),
             detail: format!("{e:?}"),
@@ -519,7 +533,7 @@ impl<'a> Streamer<'a> {
         for (start, end) in &self.events {
             copy += Duration::from_secs_f64(end.ms_since(start)?.max(0.0) / 1e3);
         }
-        Ok((self.bytes, copy))
+        Ok((self.bytes, copy, self.items.len(), self.waited))
     }
 }
 

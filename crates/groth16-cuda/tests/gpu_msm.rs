@@ -5,7 +5,9 @@
 //! each other's negation, the identity among the bases, one giant bucket,
 //! sizes that are not powers of two, every window size class, several
 //! sorting passes), bellperson's density-filtered A and B layouts, and
-//! random sizes up to 2^22 (`CUZK_TEST_LOG2` sets the largest log2 size).
+//! random sizes up to 2^22 (`CUZK_TEST_LOG2` sets the largest log2 size),
+//! and MSMs carried over chunks (a streamed query's buckets summed chunk by
+//! chunk, reduced once) with and without densities.
 //! Each case runs on G1 and G2. Skips without a GPU; fails instead when
 //! `CUZK_REQUIRE_GPU=1`.
 
@@ -558,6 +560,127 @@ fn g2_random_sizes_match_cpu() -> Result<()> {
         return Ok(());
     };
     random_sizes::<G2Affine>(6)
+}
+
+/// One MSM carried over chunks (`GpuMsm::carried`), as a streamed query
+/// runs: each chunk's bases and scalars in buffers of their own, the
+/// chunk's used variables marked by a density when `dense`. Against the CPU
+/// over the whole; the scratch within its bound.
+fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
+    let gpu = gpu();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let big = 1usize << max_log2().min(20);
+    let configs = [
+        MsmConfig::default(),
+        MsmConfig {
+            ones_separately: true,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            window_bits: Some(5),
+            max_entries_per_pass: 1 << 10,
+            ..MsmConfig::default()
+        },
+        MsmConfig::for_device_memory(16 << 30),
+    ];
+    for n in [1usize, 7, 5000, 200_003, big] {
+        // Filecoin-shaped, with a stretch of zeros and one of ones (chunks
+        // with nothing for Pippenger), and p - 1 at both ends.
+        let mut scalars = filecoin_scalars(n, &mut rng);
+        if n >= 5000 {
+            scalars[n / 4..n / 4 + 1500].fill(Scalar::ZERO);
+            scalars[n / 2..n / 2 + 1500].fill(Scalar::ONE);
+        }
+        scalars[0] = -Scalar::ONE;
+        scalars[n - 1] = -Scalar::ONE;
+        let used: Vec<bool> = (0..n).map(|i| i == 0 || rng.gen_bool(0.6)).collect();
+        let bases = random_points::<A>(n, &mut rng);
+        let chunkings: Vec<usize> = match n {
+            1 => vec![1],
+            7 => vec![1, 3, 7],
+            _ => vec![n, n / 3 + 1, 4096],
+        };
+        for dense in [false, true] {
+            let (host_bases, picked): (Vec<A>, Vec<Scalar>) = if dense {
+                let count = used.iter().filter(|&&u| u).count();
+                let picked = scalars
+                    .iter()
+                    .zip(&used)
+                    .filter(|(_, u)| **u)
+                    .map(|(s, _)| *s)
+                    .collect();
+                (bases[..count].to_vec(), picked)
+            } else {
+                (bases.clone(), scalars.clone())
+            };
+            let want = cpu_msm(&host_bases, &picked).to_affine();
+            for &chunk in &chunkings {
+                // Each chunk's device buffers, made before the MSMs.
+                let mut parts = Vec::new();
+                let mut first_base = 0;
+                for lo in (0..n).step_by(chunk) {
+                    let len = chunk.min(n - lo);
+                    let d_scalars = gpu.upload(&scalars[lo..lo + len])?;
+                    let (count, density) = if dense {
+                        let u = &used[lo..lo + len];
+                        let count = u.iter().filter(|&&u| u).count();
+                        (
+                            count,
+                            Some(DeviceDensity::upload(&gpu, u.iter().copied(), len)?),
+                        )
+                    } else {
+                        (len, None)
+                    };
+                    // A chunk without a used variable has no bases.
+                    let span = match count {
+                        0 => &host_bases[..1],
+                        _ => &host_bases[first_base..first_base + count],
+                    };
+                    let d_bases = DeviceBases::upload(&gpu, span)?;
+                    first_base += count;
+                    parts.push((d_bases, d_scalars, density));
+                }
+                for config in configs {
+                    let msm = GpuMsm::with_config(Arc::clone(&gpu), config);
+                    let mut carried = msm.carried::<A>(n)?;
+                    for (b, s, d) in &parts {
+                        carried.add(b, s, d.as_ref())?;
+                    }
+                    let got = carried.finish()?.to_affine();
+                    assert_eq!(
+                        got,
+                        want,
+                        "{} carried: n = {n}, chunks of {chunk}, dense {dense}, {config:?}",
+                        A::NAME
+                    );
+                    let held = msm.scratch_bytes();
+                    let bound = config.carried_scratch_bound(chunk.min(n), n);
+                    assert!(
+                        held <= bound,
+                        "{} carried: n = {n}, chunks of {chunk}: scratch {held} > bound {bound}",
+                        A::NAME
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn g1_carried_chunks_match_cpu() -> Result<()> {
+    let Some(_) = gpu_or_skip("g1_carried_chunks_match_cpu") else {
+        return Ok(());
+    };
+    carried_chunks::<G1Affine>(61)
+}
+
+#[test]
+fn g2_carried_chunks_match_cpu() -> Result<()> {
+    let Some(_) = gpu_or_skip("g2_carried_chunks_match_cpu") else {
+        return Ok(());
+    };
+    carried_chunks::<G2Affine>(62)
 }
 
 #[test]

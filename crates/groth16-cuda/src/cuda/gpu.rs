@@ -606,6 +606,11 @@ impl fmt::Debug for GpuEvent {
 }
 
 impl GpuEvent {
+    /// Whether the work queued before this event is done (no waiting).
+    pub fn is_done(&self) -> bool {
+        self.0.is_complete()
+    }
+
     /// Milliseconds of GPU time from `start` to this event; waits until
     /// this event's work is done.
     pub fn ms_since(&self, start: &GpuEvent) -> Result<f64> {
