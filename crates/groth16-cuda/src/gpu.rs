@@ -194,7 +194,7 @@ pub enum Staging {
     /// In host memory: a, b, c are evaluated on the CPU and uploaded in the
     /// kernel region, where H is computed with two vectors on the device at
     /// once ([`GpuNtt::compute_h_two_buffers`]: each one's copy under the
-    /// previous one's transform) and the witness is uploaded after MSM H;
+    /// previous one's transform) and the witness is uploaded under MSM H;
     /// parameters are streamed unless placed [`ParamsPlacement::Resident`].
     /// A partition then needs no device memory of its own outside the
     /// kernel region, and the region needs two domain-sized vectors.

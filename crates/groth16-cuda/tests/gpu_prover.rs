@@ -232,7 +232,7 @@ fn streamed_parameters_give_the_same_proofs() {
 /// Partitions staged in host memory ([`Staging::Host`], how a 32 GiB PoRep
 /// partition runs on a 16-32 GB card): a, b, c uploaded in the kernel
 /// region and H computed with two device vectors, the witness uploaded
-/// after MSM H, parameters streamed (`Auto`) or resident; a/b/c from the
+/// under MSM H, parameters streamed (`Auto`) or resident; a/b/c from the
 /// PCE on the CPU or given by the caller. Byte-identical proofs, and no
 /// device memory needed outside the kernel region.
 #[test]
