@@ -474,8 +474,9 @@ impl<'a> Streamer<'a> {
     ) -> Result<A::Projective> {
         // One MSM over the query's chunks: buckets carried from chunk to
         // chunk, reduced once, with the windows of the whole query.
-        let total: usize = self.shape.chunks(q).iter().map(|c| c.count).sum();
-        let mut msm = self.msm.carried::<A>(total)?;
+        let chunks = self.shape.chunks(q);
+        let total: usize = chunks.iter().map(|c| c.count).sum();
+        let mut msm = self.msm.carried::<A>(total, chunks.len())?;
         while let Some(item) = self.items.get(self.done) {
             if item.query != q {
                 break;

@@ -45,7 +45,7 @@ use group::Group;
 use crate::cuda::{DeviceBuffer, DeviceElem, Gpu, Kernel, LaunchConfig, grid_1d};
 use crate::{Groth16Error, Result};
 
-pub use plan::{MAX_WINDOW, MIN_WINDOW, window_bits, windows};
+pub use plan::{MAX_WINDOW, MIN_WINDOW, carried_window_bits, window_bits, windows};
 
 /// Threads per block of the curve kernels; must equal `MSM_CURVE_THREADS` in
 /// kernels/msm/pippenger.cuh (their `__launch_bounds__`).
@@ -582,16 +582,20 @@ fn grid(threads: u64, block: u32) -> Result<LaunchConfig> {
     grid_1d(usize::try_from(threads).unwrap_or(usize::MAX), block)
 }
 
-/// The window size of an MSM over `n` scalars that are neither 0 nor 1:
-/// the configuration's, or [`window_bits`]' choice within its bucket budget.
-fn window_for<A: MsmAffine>(config: &MsmConfig, n: usize) -> Result<u32> {
+/// The window size of an MSM over `n` scalars that are neither 0 nor 1, in
+/// `chunks` chunks whose buckets carry (1: a plain MSM): the
+/// configuration's, or [`window_bits`]' ([`carried_window_bits`]')
+/// choice within its bucket budget.
+fn window_for<A: MsmAffine>(config: &MsmConfig, n: usize, chunks: usize) -> Result<u32> {
     let point_bytes = 4 * std::mem::size_of::<A::Coord>() as u64;
+    let max_buckets = config.max_bucket_bytes / point_bytes;
     match config.window_bits {
         Some(c) if (MIN_WINDOW..=MAX_WINDOW).contains(&c) => Ok(c),
         Some(c) => Err(Groth16Error::MsmShape {
             detail: format!("a window of {c} bits; the kernels take {MIN_WINDOW} to {MAX_WINDOW}"),
         }),
-        None => Ok(window_bits(n, config.max_bucket_bytes / point_bytes)),
+        None if chunks <= 1 => Ok(window_bits(n, max_buckets)),
+        None => Ok(plan::carried_window_bits(n, chunks, max_buckets)),
     }
 }
 
@@ -766,15 +770,15 @@ impl GpuMsm {
     }
 
     /// One MSM summed over several calls ([`CarriedMsm::add`]), each with
-    /// its own bases and scalars, that together cover at most `n` scalars:
-    /// the chunks of a query whose bases are streamed. Pippenger's buckets
-    /// carry from one call to the next and are reduced once
-    /// ([`CarriedMsm::finish`]), with one window size for all of them
-    /// (chosen for `n`): one reduction instead of one per chunk, and the
-    /// windows of the whole query rather than of a chunk. Holds this
-    /// `GpuMsm` until finished or dropped.
-    pub fn carried<A: MsmAffine>(&self, n: usize) -> Result<CarriedMsm<'_, A>> {
-        let c = window_for::<A>(&self.config, n)?;
+    /// its own bases and scalars, that together cover at most `n` scalars
+    /// in about `chunks` calls: the chunks of a query whose bases are
+    /// streamed. Pippenger's buckets carry from one call to the next and
+    /// are reduced once ([`CarriedMsm::finish`]), with one window size for
+    /// all of them (chosen for `n` scalars in `chunks` chunks,
+    /// [`carried_window_bits`]): one reduction instead of one per
+    /// chunk. Holds this `GpuMsm` until finished or dropped.
+    pub fn carried<A: MsmAffine>(&self, n: usize, chunks: usize) -> Result<CarriedMsm<'_, A>> {
+        let c = window_for::<A>(&self.config, n, chunks)?;
         let mut carried = CarriedMsm {
             gpu: &self.gpu,
             config: &self.config,
@@ -1080,7 +1084,7 @@ impl Run<'_> {
 
     /// Step 3: Pippenger over the m other scalars.
     fn pippenger<A: MsmAffine>(&mut self, bases: &DeviceBases<A>, m: u32) -> Result<A::Projective> {
-        let c = window_for::<A>(self.config, m as usize)?;
+        let c = window_for::<A>(self.config, m as usize, 1)?;
         self.clear_buckets::<A>(c)?;
         self.passes::<A>(bases, m, c, false)?;
         self.finish_buckets::<A>(c)
