@@ -201,6 +201,10 @@ pub enum Staging {
     Host,
 }
 
+/// Room left free on a card when deciding how partitions are staged and
+/// streamed: the engine's default `device_memory_margin`.
+const STAGING_MARGIN: u64 = 1 << 30;
+
 /// Whether a partition is staged on the device under [`Staging::Auto`]: two
 /// partitions' staged buffers (`staged` bytes each, both workers of a GPU),
 /// what the prover keeps for its kernel regions (`shared`) and a 1 GiB
@@ -209,7 +213,7 @@ pub fn stage_on_device(staged: u64, shared: u64, total: u64) -> bool {
     staged
         .saturating_mul(2)
         .saturating_add(shared)
-        .saturating_add(1 << 30)
+        .saturating_add(STAGING_MARGIN)
         <= total
 }
 
@@ -774,6 +778,12 @@ impl GpuProver {
         2 * staged_bytes(pce) + self.shared_bytes(pce, true)
     }
 
+    /// The (limited) card's total memory; 0 when the driver cannot say
+    /// (then nothing is staged on the device and chunks are the smallest).
+    fn card_total(&self) -> u64 {
+        self.gpu.mem_info().map_or(0, |(_, total)| total)
+    }
+
     /// Whether partitions of `pce`'s shape are staged on the device
     /// ([`GpuOptions::staging`]; under `Auto` by [`stage_on_device`] on the
     /// (limited) card's total memory, so the answer is the same at every
@@ -782,10 +792,11 @@ impl GpuProver {
         match self.options.staging {
             Staging::Device => true,
             Staging::Host => false,
-            Staging::Auto => {
-                let total = self.gpu.mem_info().map_or(0, |(_, total)| total);
-                stage_on_device(staged_bytes(pce), self.shared_bytes(pce, true), total)
-            }
+            Staging::Auto => stage_on_device(
+                staged_bytes(pce),
+                self.shared_bytes(pce, true),
+                self.card_total(),
+            ),
         }
     }
 
@@ -809,7 +820,7 @@ impl GpuProver {
         if on_device || self.options.stream_chunk.is_some() {
             return self.chunk;
         }
-        let total = self.gpu.mem_info().map_or(0, |(_, total)| total);
+        let total = self.card_total();
         host_staged_chunk(
             pce.domain_log2(),
             pce.num_inputs + pce.num_aux,
@@ -837,7 +848,7 @@ fn host_staged_chunk(
 ) -> usize {
     let mut chunk = chunk;
     while chunk > 1 << 20
-        && kernel_region_bytes(log2, vars, chunk, &scratch, params, false) + (1 << 30) > total
+        && kernel_region_bytes(log2, vars, chunk, &scratch, params, false) + STAGING_MARGIN > total
     {
         chunk /= 2;
     }
