@@ -221,8 +221,8 @@ pub fn stage_on_device(staged: u64, shared: u64, total: u64) -> bool {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GpuOptions {
     pub params: ParamsPlacement,
-    /// Variables per streamed MSM chunk (the bases of the used ones are on
-    /// the device at once, twice: the chunk being summed and the next one
+    /// Bases (used variables) per streamed MSM chunk (on the device at
+    /// once, twice: the chunk being summed and the next one
     /// being copied); `None`: sized for the (limited) card by
     /// [`stream_chunk_for_device_memory`].
     pub stream_chunk: Option<usize>,
@@ -264,7 +264,7 @@ impl Default for GpuOptions {
     }
 }
 
-/// Variables per streamed MSM chunk on a card of `total` bytes: the
+/// Bases per streamed MSM chunk on a card of `total` bytes: the
 /// largest power of two from 2^20 to 2^24 whose two chunk buffers of G2
 /// bases take at most a fifth of the card (2^23 on a 16 GiB card, 2^24 on
 /// 32 GiB and more). Larger chunks mean fewer sorting passes and host
@@ -356,7 +356,7 @@ fn take_pinned_orphans(cache: &mut Vec<Arc<PinnedQueries>>) -> Vec<Arc<PinnedQue
 pub struct GpuProver {
     gpu: Arc<Gpu>,
     options: GpuOptions,
-    /// Variables per streamed chunk ([`GpuOptions::stream_chunk`]).
+    /// Bases per streamed chunk ([`GpuOptions::stream_chunk`]).
     chunk: usize,
     ntt: GpuNtt,
     msm: GpuMsm,
@@ -807,13 +807,13 @@ impl GpuProver {
             pce.domain_log2(),
             pce.num_inputs + pce.num_aux,
             self.chunk_for(pce, on_device),
-            &|chunk, n| self.msm.carried_scratch_bound(chunk, n),
+            &|chunk| self.msm.scratch_bound(chunk),
             self.options.params,
             on_device,
         )
     }
 
-    /// Variables per streamed chunk for partitions of `pce`'s shape: the
+    /// Bases per streamed chunk for partitions of `pce`'s shape: the
     /// prover's chunk, or for partitions staged in host memory (when the
     /// options name no chunk) [`host_staged_chunk`] on this card.
     fn chunk_for(&self, pce: &Pce, on_device: bool) -> usize {
@@ -825,14 +825,14 @@ impl GpuProver {
             pce.domain_log2(),
             pce.num_inputs + pce.num_aux,
             self.chunk,
-            |chunk, n| self.msm.carried_scratch_bound(chunk, n),
+            |chunk| self.msm.scratch_bound(chunk),
             self.options.params,
             total,
         )
     }
 }
 
-/// Variables per streamed chunk for partitions staged in host memory: the
+/// Bases per streamed chunk for partitions staged in host memory: the
 /// largest power of two from 2^20 up to `chunk` whose kernel region
 /// ([`kernel_region_bytes`], two domain-sized vectors beside the chunk
 /// buffers and the MSM scratch of a chunk) fits a card of `total` bytes with
@@ -842,7 +842,7 @@ fn host_staged_chunk(
     log2: u32,
     vars: usize,
     chunk: usize,
-    scratch: impl Fn(usize, usize) -> u64,
+    scratch: impl Fn(usize) -> u64,
     params: ParamsPlacement,
     total: u64,
 ) -> usize {
@@ -857,14 +857,14 @@ fn host_staged_chunk(
 
 /// What a prover keeps on the device for the kernel regions of partitions
 /// of a 2^log2 domain and `vars` variables ([`Prover::shared_device_bytes`]),
-/// with `chunk` variables per streamed chunk, the MSMs' scratch bound
+/// with `chunk` bases per streamed chunk, the MSMs' scratch bound
 /// `scratch`, parameters placed `params` and partitions staged on the
 /// device (`on_device`) or in host memory.
 fn kernel_region_bytes(
     log2: u32,
     vars: usize,
     chunk: usize,
-    scratch: &impl Fn(usize, usize) -> u64,
+    scratch: &impl Fn(usize) -> u64,
     params: ParamsPlacement,
     on_device: bool,
 ) -> u64 {
@@ -872,19 +872,19 @@ fn kernel_region_bytes(
     // across proofs) for the whole query when the parameters may be
     // resident, for a chunk when they are streamed; for streamed MSMs
     // the two chunk buffers (of G2 bases at most: at the switch from G1
-    // two G1 buffers and one G2) and a chunk's scalars; with host
+    // two G1 buffers and one G2; the scalars are read in place); with host
     // staging, the kernel region's two domain-sized vectors (H's; the
     // witness comes after h is freed). One of each per prover, used
     // inside the kernel region, which one partition at a time runs.
     let m = 1usize << log2;
     let chunk = chunk.min(m.max(vars));
-    let chunks = chunk as u64 * (2 * std::mem::size_of::<G2Affine>() as u64 + 32);
+    let chunks = chunk as u64 * 2 * std::mem::size_of::<G2Affine>() as u64;
     let streams_only = matches!(params, ParamsPlacement::Streamed)
         || (!on_device && !matches!(params, ParamsPlacement::Resident));
     let scratch = if streams_only {
-        scratch(chunk, m.max(vars))
+        scratch(chunk)
     } else {
-        scratch(m.max(vars), m.max(vars))
+        scratch(m.max(vars))
     };
     let vectors = if on_device { 0 } else { 2 * m as u64 * 32 };
     ntt_table_bytes(log2) + scratch + chunks + vectors
@@ -1279,7 +1279,7 @@ mod tests {
     /// configuration and chunk follow the card).
     fn decide(log2: u32, vars: usize, total: u64) -> (bool, u64, u64, usize) {
         let msm = MsmConfig::for_device_memory(total);
-        let scratch = |chunk, n| msm.carried_scratch_bound(chunk, n);
+        let scratch = |chunk| msm.scratch_bound(chunk);
         let chunk = stream_chunk_for_device_memory(total);
         let host_chunk =
             host_staged_chunk(log2, vars, chunk, scratch, ParamsPlacement::Auto, total);
@@ -1315,9 +1315,11 @@ mod tests {
                 "{} GiB: host-staged chunks of {chunk}, region {host_region}",
                 card / GIB
             );
-            // The MSM scratch of a chunk is small beside the vectors: chunks
-            // of 2^22 variables on 16 GiB, 2^24 (the most) on 32 GiB.
-            let want = if card == 16 * GIB { 1 << 22 } else { 1 << 24 };
+            // The MSM scratch of a chunk (its buckets too: a carried MSM's
+            // windows are never wider than a chunk's) is small beside the
+            // vectors: chunks of 2^23 bases on 16 GiB, 2^24 (the most) on
+            // 32 GiB.
+            let want = if card == 16 * GIB { 1 << 23 } else { 1 << 24 };
             assert_eq!(chunk, want, "{} GiB", card / GIB);
             assert!(
                 host_region + GIB <= card,

@@ -4,8 +4,9 @@
 //!
 //! A shape's plan is made once and kept ([`StreamedShape`]): each query's
 //! variables cut into chunks of at most [`GpuOptions::stream_chunk`]
-//! variables, each chunk's density on the device and where its bases start
-//! in the host query. A proof then runs every chunk of every query as one
+//! bases (used variables: a chunk of a sparse query spans more variables
+//! than a dense one's), each chunk's density on the device and where its
+//! bases start in the host query. A proof then runs every chunk of every query as one
 //! pipeline ([`Streamer`]): while one chunk's MSM runs, the next chunk's
 //! bases, of the same query or of the next one, are copied on a copy stream
 //! into the other of two chunk buffers, and the first chunk of H is copied
@@ -94,6 +95,28 @@ impl Bits {
         self.append_words(d.words(), d.len());
     }
 
+    /// One past the `k`-th used variable from `lo` on (`k` >= 1), or the
+    /// end when fewer follow.
+    pub(crate) fn end_of_used(&self, lo: usize, k: usize) -> usize {
+        let mut left = k.max(1);
+        let mut i = lo;
+        while i < self.len {
+            // Bits past len are zero.
+            let word = self.words[i / 64] >> (i % 64);
+            let ones = word.count_ones() as usize;
+            if ones >= left {
+                let mut w = word;
+                for _ in 1..left {
+                    w &= w - 1;
+                }
+                return i + w.trailing_zeros() as usize + 1;
+            }
+            left -= ones;
+            i = (i / 64 + 1) * 64;
+        }
+        self.len
+    }
+
     /// Variables `lo..lo + len` (which must lie inside) as a bitmap of
     /// their own.
     pub(crate) fn range(&self, lo: usize, len: usize) -> Bits {
@@ -163,26 +186,30 @@ impl PlannedChunk {
     }
 }
 
-/// `used` cut into chunks of `chunk` variables (the last may be shorter);
-/// chunks without a used variable are left out (they add nothing).
+/// `used` cut into chunks of `chunk` used variables each (the last may
+/// have fewer): a chunk ends just after its last used variable, the next
+/// one starts there, and the last one runs to the end (or to its last
+/// used variable, when it is full); a query without a used variable has no
+/// chunk.
 pub(crate) fn plan_query(used: &Bits, chunk: usize) -> Vec<PlannedChunk> {
     let chunk = chunk.max(1);
     let mut out = Vec::new();
     let mut first_base = 0;
     let mut lo = 0;
     while lo < used.len() {
-        let len = chunk.min(used.len() - lo);
-        let bits = used.range(lo, len);
+        let end = used.end_of_used(lo, chunk);
+        let bits = used.range(lo, end - lo);
         let count = bits.count();
-        if count > 0 {
-            out.push(PlannedChunk {
-                lo,
-                first_base,
-                bits,
-            });
+        if count == 0 {
+            break;
         }
+        out.push(PlannedChunk {
+            lo,
+            first_base,
+            bits,
+        });
         first_base += count;
-        lo += len;
+        lo = end;
     }
     out
 }
@@ -190,9 +217,9 @@ pub(crate) fn plan_query(used: &Bits, chunk: usize) -> Vec<PlannedChunk> {
 /// A planned chunk with its density on the device.
 pub(crate) struct DeviceChunk {
     lo: usize,
-    len: usize,
     first_base: usize,
     count: usize,
+    /// Covers the chunk's variables.
     dens: DeviceDensity,
 }
 
@@ -201,7 +228,6 @@ impl DeviceChunk {
         let (lo, first_base, count, len) = (c.lo, c.first_base, c.count(), c.bits.len());
         Ok(DeviceChunk {
             lo,
-            len,
             first_base,
             count,
             dens: DeviceDensity::from_words(gpu, c.bits.words, len)?,
@@ -257,15 +283,6 @@ impl StreamedShape {
             Query::A => &self.a,
             Query::BG1 | Query::BG2 => &self.b,
         }
-    }
-
-    /// The most variables of any chunk (the scalar buffer's length).
-    fn longest(&self) -> usize {
-        [&self.h, &self.l, &self.a, &self.b]
-            .iter()
-            .flat_map(|q| q.iter().map(|c| c.len))
-            .max()
-            .unwrap_or(0)
     }
 }
 
@@ -348,8 +365,6 @@ pub(crate) struct Streamer<'a> {
     g1_len: usize,
     g2_len: usize,
     bufs: Buffers,
-    /// The scalars of the chunk being summed (copied from the proof's).
-    scalars: Option<DeviceBuffer<Scalar>>,
     events: Vec<(GpuEvent, GpuEvent)>,
     bytes: u64,
     /// Chunks whose copy was still running when their MSM was queued.
@@ -405,7 +420,6 @@ impl<'a> Streamer<'a> {
             g1_len,
             g2_len,
             bufs: Buffers::default(),
-            scalars: None,
             events: Vec::new(),
             bytes: 0,
             waited: 0,
@@ -486,13 +500,7 @@ impl<'a> Streamer<'a> {
             while self.copied < (self.done + 2).min(self.items.len()) {
                 self.prefetch()?;
             }
-            let longest = self.shape.longest();
-            let sc = match &mut self.scalars {
-                Some(sc) => sc,
-                empty => empty.insert(self.gpu.alloc_zeros::<Scalar>(longest)?),
-            };
             let c = &self.shape.chunks(q)[k];
-            sc.copy_range_from(0, scalars, offset + c.lo, c.len)?;
             let Some(buf) = &A::slots(&mut self.bufs)[slot] else {
                 return Err(Groth16Error::Cuda {
                     what: "a streamed MSM".into(),
@@ -508,7 +516,8 @@ impl<'a> Streamer<'a> {
             {
                 self.waited += 1;
             }
-            msm.add(buf, sc, Some(&c.dens))?;
+            // The chunk's scalars, read in place from the proof's.
+            msm.add_at(buf, scalars, offset + c.lo, Some(&c.dens))?;
             self.done += 1;
             let curve_ends = self
                 .items
@@ -660,20 +669,55 @@ mod tests {
     }
 
     #[test]
+    fn the_end_of_k_used_variables_is_found_across_words() {
+        for (p, seed) in [(0.05, 1), (0.5, 2), (1.0, 3)] {
+            let all = random_bools(700, p, seed);
+            let bits = naive(&all);
+            for lo in [0, 1, 63, 64, 65, 130, 699, 700] {
+                for k in [1, 2, 31, 64, 65, 200, 1000] {
+                    // One past the k-th used variable at or after lo.
+                    let want = all[lo..]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, u)| **u)
+                        .nth(k - 1)
+                        .map_or(all.len(), |(i, _)| lo + i + 1);
+                    assert_eq!(bits.end_of_used(lo, k), want, "p {p}, {k} from {lo}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn chunks_cover_the_used_variables_in_order() {
         let all = random_bools(10_000, 0.2, 11);
         // An empty stretch, so a chunk without a used variable is left out.
         let mut used = all.clone();
         used[3000..3600].iter_mut().for_each(|u| *u = false);
         let bits = naive(&used);
+        let total = used.iter().filter(|&&u| u).count();
         for chunk in [1, 64, 300, 600, 4096, 10_000, 20_000] {
             let plan = plan_query(&bits, chunk);
+            assert_eq!(plan.len(), total.div_ceil(chunk), "chunk {chunk}");
             let mut base = 0;
             let mut covered = vec![false; used.len()];
-            for c in &plan {
+            let mut next = 0;
+            for (k, c) in plan.iter().enumerate() {
                 assert!(c.count() > 0, "chunk {chunk}: an empty chunk was kept");
-                assert!(c.bits.len() <= chunk);
-                assert_eq!(c.lo % chunk, 0);
+                // Full chunks of bases but the last, back to back, each
+                // ending at a used variable.
+                assert_eq!(c.lo, next, "chunk {chunk}: a gap before chunk {k}");
+                next = c.lo + c.bits.len();
+                if k + 1 < plan.len() {
+                    assert_eq!(c.count(), chunk);
+                    assert!(used[next - 1], "chunk {chunk}: chunk {k} ends unused");
+                } else {
+                    assert!(c.count() <= chunk);
+                    assert!(
+                        !used[next..].contains(&true),
+                        "chunk {chunk}: used variables after the last chunk"
+                    );
+                }
                 // Bases: every used variable before the chunk has one.
                 assert_eq!(
                     c.first_base,

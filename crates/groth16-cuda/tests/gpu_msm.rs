@@ -614,6 +614,9 @@ fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
                 (bases.clone(), scalars.clone())
             };
             let want = cpu_msm(&host_bases, &picked).to_affine();
+            // All scalars at once: chunks with a density read theirs in
+            // place (`add_at`), the others from buffers of their own.
+            let all_scalars = gpu.upload(&scalars)?;
             for &chunk in &chunkings {
                 // Each chunk's device buffers, made before the MSMs.
                 let mut parts = Vec::new();
@@ -638,7 +641,7 @@ fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
                     };
                     let d_bases = DeviceBases::upload(&gpu, span)?;
                     first_base += count;
-                    parts.push((d_bases, d_scalars, density));
+                    parts.push((d_bases, d_scalars, lo, density));
                 }
                 // Tiny passes (one window each, many per chunk) at small n only.
                 for config in configs
@@ -648,8 +651,11 @@ fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
                     let config = *config;
                     let msm = GpuMsm::with_config(Arc::clone(&gpu), config);
                     let mut carried = msm.carried::<A>(n, n.div_ceil(chunk))?;
-                    for (b, s, d) in &parts {
-                        carried.add(b, s, d.as_ref())?;
+                    for (b, s, lo, d) in &parts {
+                        match d {
+                            Some(d) => carried.add_at(b, &all_scalars, *lo, Some(d))?,
+                            None => carried.add(b, s, None)?,
+                        }
                     }
                     let got = carried.finish()?.to_affine();
                     assert_eq!(
@@ -659,7 +665,7 @@ fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
                         A::NAME
                     );
                     let held = msm.scratch_bytes();
-                    let bound = config.carried_scratch_bound(chunk.min(n), n);
+                    let bound = config.scratch_bound(chunk.min(n));
                     assert!(
                         held <= bound,
                         "{} carried: n = {n}, chunks of {chunk}: scratch {held} > bound {bound}",
@@ -698,7 +704,8 @@ fn misuse_is_an_error() -> Result<()> {
     let mut rng = ChaCha20Rng::seed_from_u64(7);
     let host = random_points::<G1Affine>(10, &mut rng);
     let bases = DeviceBases::upload(&gpu, &host)?;
-    let scalars = gpu.upload(&random_scalars(11, &mut rng))?;
+    let host_scalars = random_scalars(11, &mut rng);
+    let scalars = gpu.upload(&host_scalars)?;
     let err = msm.g1(&bases, &scalars).unwrap_err();
     assert!(
         matches!(
@@ -723,6 +730,24 @@ fn misuse_is_an_error() -> Result<()> {
         msm.g1_dense(&bases, &scalars, &density),
         Err(Groth16Error::MsmTooFewBases { .. })
     ));
+    // A carried chunk whose scalars would run past the buffer's end, or
+    // start past it.
+    let density = DeviceDensity::upload(&gpu, std::iter::repeat_n(true, 4), 4)?;
+    let mut carried = msm.carried::<G1Affine>(4, 1)?;
+    let err = carried
+        .add_at(&bases, &scalars, 8, Some(&density))
+        .unwrap_err();
+    assert!(err.to_string().contains("from 8 on"), "{err}");
+    let err = carried
+        .add_at(&bases, &scalars, 12, Some(&density))
+        .unwrap_err();
+    assert!(err.to_string().contains("start at 12"), "{err}");
+    // The failed calls added nothing; the last four scalars, in place.
+    carried.add_at(&bases, &scalars, 7, Some(&density))?;
+    assert_eq!(
+        carried.finish()?.to_affine(),
+        cpu_msm(&host[..4], &host_scalars[7..]).to_affine()
+    );
     // A density iterator that ends early.
     let err = DeviceDensity::upload(&gpu, std::iter::repeat_n(true, 3), 5).unwrap_err();
     assert!(err.to_string().contains("gave only 3"), "{err}");

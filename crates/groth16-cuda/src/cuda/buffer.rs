@@ -4,7 +4,7 @@
 use std::{fmt, mem::size_of, sync::Arc};
 
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
-use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaView, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 
 use super::Gpu;
 use crate::{Groth16Error, Result};
@@ -118,6 +118,47 @@ pub struct DeviceBuffer<T: DeviceElem> {
 impl<T: DeviceElem> fmt::Debug for DeviceBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DeviceBuffer")
+            .field("type", &std::any::type_name::<T>())
+            .field("len", &self.len)
+            .field("gpu", &self.gpu.ordinal())
+            .finish()
+    }
+}
+
+/// A range of a [`DeviceBuffer`] ([`DeviceBuffer::range`]), borrowed from
+/// it: kernels read it through [`KernelArgs::range`] with the buffer's
+/// stream ordering (cudarc tracks the view's reads on the buffer).
+///
+/// [`KernelArgs::range`]: super::KernelArgs::range
+pub struct DeviceRange<'b, T: DeviceElem> {
+    gpu: &'b Arc<Gpu>,
+    view: CudaView<'b, Elem<T>>,
+    len: usize,
+}
+
+impl<T: DeviceElem> DeviceRange<'_, T> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the range holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn gpu(&self) -> &Arc<Gpu> {
+        self.gpu
+    }
+
+    pub(crate) fn view(&self) -> &CudaView<'_, Elem<T>> {
+        &self.view
+    }
+}
+
+impl<T: DeviceElem> fmt::Debug for DeviceRange<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceRange")
             .field("type", &std::any::type_name::<T>())
             .field("len", &self.len)
             .field("gpu", &self.gpu.ordinal())
@@ -390,6 +431,31 @@ impl<T: DeviceElem> DeviceBuffer<T> {
 
     pub(crate) fn slice(&self) -> &CudaSlice<Elem<T>> {
         &self.slice
+    }
+
+    /// Elements `offset..offset + len`, for a kernel that reads them
+    /// ([`KernelArgs::range`]) as if they were a buffer of their own; an
+    /// error when the range runs past the end.
+    ///
+    /// [`KernelArgs::range`]: super::KernelArgs::range
+    pub fn range(&self, offset: usize, len: usize) -> Result<DeviceRange<'_, T>> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len) {
+            return Err(Groth16Error::Cuda {
+                what: format!("a range of a device buffer of {}", short_type_name::<T>()),
+                detail: format!(
+                    "elements {offset}..{} of {} run past the end",
+                    offset.saturating_add(len),
+                    self.len
+                ),
+            });
+        }
+        Ok(DeviceRange {
+            gpu: &self.gpu,
+            // An empty range still points into the allocation (len >= 1
+            // slots are allocated), so kernels get a valid pointer.
+            view: self.slice.slice(offset.min(self.len)..offset + len),
+            len,
+        })
     }
 
     pub(crate) fn slice_mut(&mut self) -> &mut CudaSlice<Elem<T>> {

@@ -5,7 +5,7 @@ use std::{fmt, sync::Arc};
 use cudarc::driver::{CudaFunction, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg};
 
 use super::{
-    DeviceBuffer, DeviceElem, Gpu,
+    DeviceBuffer, DeviceElem, DeviceRange, Gpu,
     buffer::Elem,
     gpu::{describe, driver_error},
 };
@@ -151,6 +151,14 @@ impl<'a> KernelArgs<'a> {
     pub fn buf<T: DeviceElem>(&mut self, buffer: &'a DeviceBuffer<T>) -> &mut Self {
         self.check_gpu(buffer.gpu());
         self.args.arg(buffer.slice());
+        self
+    }
+
+    /// A range of a device buffer the kernel only reads (`const T*` to
+    /// the range's first element).
+    pub fn range<T: DeviceElem>(&mut self, range: &'a DeviceRange<'_, T>) -> &mut Self {
+        self.check_gpu(range.gpu());
+        self.args.arg(range.view());
         self
     }
 

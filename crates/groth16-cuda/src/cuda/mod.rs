@@ -56,7 +56,7 @@ mod gpu;
 mod launch;
 pub mod modules;
 
-pub use buffer::{DeviceBuffer, DeviceElem};
+pub use buffer::{DeviceBuffer, DeviceElem, DeviceRange};
 pub use cudarc::driver::{DeviceRepr, LaunchConfig};
 pub use gpu::{Gpu, GpuEvent, LAUNCH_BLOCKING_ENV, OwnStream, limited_mem_info};
 pub use launch::{Kernel, KernelArgs, MAX_BLOCK_SIZE, grid_1d};

@@ -42,7 +42,7 @@ use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use ff::Field;
 use group::Group;
 
-use crate::cuda::{DeviceBuffer, DeviceElem, Gpu, Kernel, LaunchConfig, grid_1d};
+use crate::cuda::{DeviceBuffer, DeviceElem, DeviceRange, Gpu, Kernel, LaunchConfig, grid_1d};
 use crate::{Groth16Error, Result};
 
 pub use plan::{MAX_WINDOW, MIN_WINDOW, carried_window_bits, window_bits, windows};
@@ -323,33 +323,24 @@ impl Default for MsmConfig {
 impl MsmConfig {
     /// An upper bound on the device scratch (bytes) MSMs of up to `n`
     /// scalars on both curves need with this configuration
-    /// ([`GpuMsm::scratch_bound`]).
+    /// ([`GpuMsm::scratch_bound`]); it also holds MSMs carried over calls
+    /// of up to `n` scalars each ([`GpuMsm::carried`]), whose windows are
+    /// never wider than one call's ([`carried_window_bits`]).
     pub fn scratch_bound(&self, n: usize) -> u64 {
-        self.carried_scratch_bound(n, n)
-    }
-
-    /// [`MsmConfig::scratch_bound`] for MSMs carried over calls of up to
-    /// `chunk` scalars each ([`GpuMsm::carried`]), whose windows are chosen
-    /// for up to `n` scalars: what is sorted is a chunk's, the buckets the
-    /// whole query's.
-    pub fn carried_scratch_bound(&self, chunk: usize, n: usize) -> u64 {
-        let chunk = chunk.max(1);
-        let n = n.max(chunk);
-        let per_scalar = 40 * chunk as u64;
+        let n = n.max(1);
+        let per_scalar = 40 * n as u64;
         let curve = |point_bytes: u64| {
             let c = match self.window_bits {
                 Some(c) => c.clamp(MIN_WINDOW, MAX_WINDOW),
                 None => window_bits(n, self.max_bucket_bytes / point_bytes),
             };
             let nb = plan::buckets_per_window(c);
-            // A chunk's other scalars may take a narrower window (more of
-            // them per pass) when not carried: the widest pass of any
-            // window up to c.
+            // A narrower window may be taken (a carried MSM's, more of
+            // them per pass): the widest pass of any window up to c.
             let (sort, lists) = (MIN_WINDOW..=c)
                 .map(|c| {
-                    let group =
-                        u64::from(plan::windows_per_pass(chunk, c, self.max_entries_per_pass));
-                    let entries = chunk as u64 * group;
+                    let group = u64::from(plan::windows_per_pass(n, c, self.max_entries_per_pass));
+                    let entries = n as u64 * group;
                     let l = max_partials(entries, 18, 32);
                     let sort = 8 * entries + 8 * group * plan::buckets_per_window(c) + 64;
                     // Level 1's list and level 2's (1/PARTIALS_PER of it).
@@ -359,7 +350,7 @@ impl MsmConfig {
                 .fold((0, 0), |(s, l), (s2, l2)| (s.max(s2), l.max(l2)));
             // Scalars equal to 1 summed apart: lists of their own sizes.
             let lists = if self.ones_separately {
-                let l = max_partials(chunk as u64, 17, 16);
+                let l = max_partials(n as u64, 17, 16);
                 lists.max((l + l.div_ceil(u64::from(PARTIALS_PER)) + 2) * (4 + point_bytes))
             } else {
                 lists
@@ -638,16 +629,11 @@ impl GpuMsm {
     /// scalars on both curves make this `GpuMsm` hold: the per-scalar
     /// buffers, one pass's sorted entries and bucket counts, and each
     /// curve's buckets and first-level partial sums. The scratch only
-    /// grows, so this is what a caller reserves once per `GpuMsm`.
+    /// grows, so this is what a caller reserves once per `GpuMsm`. It
+    /// holds MSMs carried over calls of up to `n` scalars each too
+    /// ([`MsmConfig::scratch_bound`]).
     pub fn scratch_bound(&self, n: usize) -> u64 {
         self.config.scratch_bound(n)
-    }
-
-    /// [`GpuMsm::scratch_bound`] for MSMs carried over chunks of up to
-    /// `chunk` scalars and windowed for `n` ([`GpuMsm::carried`]); plain
-    /// MSMs of up to `chunk` scalars fit it too.
-    pub fn carried_scratch_bound(&self, chunk: usize, n: usize) -> u64 {
-        self.config.carried_scratch_bound(chunk, n)
     }
 
     /// Device bytes of the scratch this `GpuMsm` holds now (at most
@@ -753,7 +739,7 @@ impl GpuMsm {
         scalars: &DeviceBuffer<Scalar>,
         density: Option<&DeviceDensity>,
     ) -> Result<A::Projective> {
-        let Some(n) = checked_len(bases, scalars, density)? else {
+        let Some((n, used)) = checked_len(bases, scalars, 0, density)? else {
             return Ok(A::Projective::identity());
         };
         let _span =
@@ -766,7 +752,7 @@ impl GpuMsm {
             s: &mut scratch,
             phase_start: Instant::now(),
         };
-        run.msm::<A>(bases, scalars, density, n)
+        run.msm::<A>(bases, &scalars.range(0, n as usize)?, density, used)
     }
 
     /// One MSM summed over several calls ([`CarriedMsm::add`]), each with
@@ -798,23 +784,33 @@ impl GpuMsm {
     }
 }
 
-/// The number of scalars an MSM of `bases` and `scalars` (filtered by
-/// `density`) takes, or None when it takes none; an error when the shapes
-/// do not agree or exceed the kernels' indices.
+/// The scalars an MSM of `bases` and `scalars[offset..]` (filtered by
+/// `density`) takes: (n, used), the variables the MSM reads and how many of
+/// them pair with a base, or None when it takes none; an error when the
+/// shapes do not agree or exceed the kernels' indices.
 fn checked_len<A: MsmAffine>(
     bases: &DeviceBases<A>,
     scalars: &DeviceBuffer<Scalar>,
+    offset: usize,
     density: Option<&DeviceDensity>,
-) -> Result<Option<u32>> {
+) -> Result<Option<(u32, usize)>> {
+    let Some(held) = scalars.len().checked_sub(offset) else {
+        return Err(Groth16Error::MsmShape {
+            detail: format!(
+                "the scalars start at {offset} but the scalar buffer holds only {}",
+                scalars.len()
+            ),
+        });
+    };
     let (n, used) = match density {
-        None => (scalars.len(), scalars.len()),
+        None => (held, held),
         Some(d) => {
-            if scalars.len() < d.len() {
+            if held < d.len() {
                 return Err(Groth16Error::MsmShape {
                     detail: format!(
-                        "the density covers {} variables but the scalar buffer holds only {}",
+                        "the density covers {} variables but the scalar buffer holds only {held} \
+                         from {offset} on",
                         d.len(),
-                        scalars.len()
                     ),
                 });
             }
@@ -833,7 +829,7 @@ fn checked_len<A: MsmAffine>(
         });
     }
     // n <= MAX_LEN < 2^31.
-    Ok((n > 0).then_some(n as u32))
+    Ok((n > 0).then_some((n as u32, used)))
 }
 
 /// An MSM summed over several calls ([`GpuMsm::carried`]).
@@ -871,13 +867,26 @@ impl<A: MsmAffine> CarriedMsm<'_, A> {
         scalars: &DeviceBuffer<Scalar>,
         density: Option<&DeviceDensity>,
     ) -> Result<()> {
-        let Some(n) = checked_len(bases, scalars, density)? else {
+        self.add_at(bases, scalars, 0, density)
+    }
+
+    /// [`CarriedMsm::add`] with the scalars from `scalars[offset]` on: the
+    /// chunk of a query whose variables start at `offset` in a proof's
+    /// scalars, read in place.
+    pub fn add_at(
+        &mut self,
+        bases: &DeviceBases<A>,
+        scalars: &DeviceBuffer<Scalar>,
+        offset: usize,
+        density: Option<&DeviceDensity>,
+    ) -> Result<()> {
+        let Some((n, used)) = checked_len(bases, scalars, offset, density)? else {
             return Ok(());
         };
         let _span = tracing::debug_span!("msm chunk", curve = A::CURVE, n).entered();
         let c = self.c;
         let mut run = self.run();
-        let (n1, m) = run.classify(scalars, density, n)?;
+        let (n1, m) = run.classify(&scalars.range(offset, n as usize)?, density, used)?;
         run.phase("classify")?;
         let mut ones = A::Projective::identity();
         if n1 > 0 {
@@ -947,11 +956,11 @@ impl Run<'_> {
     fn msm<A: MsmAffine>(
         &mut self,
         bases: &DeviceBases<A>,
-        scalars: &DeviceBuffer<Scalar>,
+        scalars: &DeviceRange<'_, Scalar>,
         density: Option<&DeviceDensity>,
-        n: u32,
+        used: usize,
     ) -> Result<A::Projective> {
-        let (n1, m) = self.classify(scalars, density, n)?;
+        let (n1, m) = self.classify(scalars, density, used)?;
         self.phase("classify")?;
         let mut result = A::Projective::identity();
         if n1 > 0 {
@@ -964,22 +973,26 @@ impl Run<'_> {
         Ok(result)
     }
 
-    /// Step 1: returns (ones, others).
+    /// Step 1: returns (ones, others) of the scalars (every variable the
+    /// density covers, at most 2^31), `used` of which the density marks
+    /// (all of them without one).
     fn classify(
         &mut self,
-        scalars: &DeviceBuffer<Scalar>,
+        scalars: &DeviceRange<'_, Scalar>,
         density: Option<&DeviceDensity>,
-        n: u32,
+        used: usize,
     ) -> Result<(u32, u32)> {
         let gpu = self.gpu;
-        let len = n as usize;
+        // Checked by the caller (checked_len): n <= MAX_LEN < 2^31.
+        let n = scalars.len() as u32;
         let k = self.kernel("msm", "classify", None)?;
         let s = &mut *self.s;
         let counters = ensure(gpu, &mut s.counters, 2)?;
         clear(gpu, counters, 2)?;
-        let ones_idx = ensure(gpu, &mut s.ones_idx, len)?;
-        let other_idx = ensure(gpu, &mut s.other_idx, len)?;
-        let other = ensure(gpu, &mut s.other_scalars, len)?;
+        // One slot per used variable: the kernel skips the others.
+        let ones_idx = ensure(gpu, &mut s.ones_idx, used)?;
+        let other_idx = ensure(gpu, &mut s.other_idx, used)?;
+        let other = ensure(gpu, &mut s.other_scalars, used)?;
         let no_bits = ensure(gpu, &mut s.no_bits, 1)?;
         let no_prefix = ensure(gpu, &mut s.no_prefix, 1)?;
         let (bits, prefix, use_density) = match density {
@@ -991,14 +1004,16 @@ impl Run<'_> {
         // const uint64_t* dens_bits, const uint32_t* dens_prefix, uint32_t
         // use_density, uint32_t ones_separately, uint32_t* counters,
         // uint32_t* ones_idx, uint32_t* other_idx, fr_t* other_scalars):
-        // thread i < n reads scalars[i] (scalars holds >= n: checked by the
-        // caller) and, with a density, word i/64 of bits and prefix (the
-        // density covers n variables); it writes at most one slot below n
-        // (counters count at most n) of ones_idx or other_idx/other_scalars,
-        // each allocated with n elements, and counters[0..2].
+        // thread i < n reads scalars[i] (the range holds n) and, with a
+        // density, word i/64 of bits and prefix (the density covers n
+        // variables: checked by the caller); only a used variable (all
+        // without a density) writes, one slot of ones_idx or
+        // other_idx/other_scalars below `used` (the counters count used
+        // variables only), each allocated with `used` elements, and
+        // counters[0..2].
         unsafe {
             k.args()
-                .buf(scalars)
+                .range(scalars)
                 .arg(&n)
                 .buf(bits)
                 .buf(prefix)
@@ -1563,42 +1578,6 @@ mod tests {
         assert_eq!(max_partials(32, 18, 32), 1);
         // 2^24 random scalars, 13 windows a pass: 256 per segment.
         assert_eq!(max_partials(13 << 24, 18, 32), (13 << 24) / 256);
-    }
-
-    #[test]
-    fn carried_scratch_covers_its_chunks_and_windows() {
-        for c in [
-            MsmConfig::default(),
-            MsmConfig::for_device_memory(16 * GIB),
-            MsmConfig {
-                ones_separately: true,
-                window_bits: Some(12),
-                ..MsmConfig::for_device_memory(32 * GIB)
-            },
-        ] {
-            for k in [0, 10, 20, 22, 24] {
-                let chunk = 1usize << k;
-                // Alone, a chunk is an MSM of its own.
-                assert_eq!(
-                    c.carried_scratch_bound(chunk, chunk),
-                    c.scratch_bound(chunk)
-                );
-                let mut last = 0;
-                for n in [k, 22, 24, 26, 27].map(|l| 1usize << l.max(k)) {
-                    let b = c.carried_scratch_bound(chunk, n);
-                    assert!(b >= c.scratch_bound(chunk), "2^{k} of {n}");
-                    assert!(b >= last, "2^{k} of {n}");
-                    assert!(b <= c.scratch_bound(n), "2^{k} of {n}");
-                    last = b;
-                }
-            }
-        }
-        // Fewer than n is never asked with a chunk larger than n.
-        let c = MsmConfig::default();
-        assert_eq!(
-            c.carried_scratch_bound(1 << 20, 1 << 10),
-            c.scratch_bound(1 << 20)
-        );
     }
 
     #[test]

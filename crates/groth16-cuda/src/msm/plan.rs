@@ -34,10 +34,15 @@ pub fn buckets_per_window(c: u32) -> u64 {
 /// 13..18 bits took 38.5, 37.9, 36.3, 34.7, 35.9, 42.0 ms (16 best); at
 /// 2^24, 17..22 bits took 333, 336, 333, 317, 356, 401 ms (20 best).
 pub fn window_bits(m: usize, max_buckets: u64) -> u32 {
-    let cost = |c: u32| {
+    cheapest_window(max_buckets, |c: u32| {
         let w = f64::from(windows(c));
         m as f64 * w * ENTRY_COST + w * buckets_per_window(c) as f64 * BUCKET_COST
-    };
+    })
+}
+
+/// The window of least `cost` among those whose buckets (all windows
+/// together) number at most `max_buckets`; the narrowest when none fits.
+fn cheapest_window(max_buckets: u64, cost: impl Fn(u32) -> f64) -> u32 {
     let mut best = MIN_WINDOW;
     for c in MIN_WINDOW..=MAX_WINDOW {
         if u64::from(windows(c)) * buckets_per_window(c) > max_buckets {
@@ -62,29 +67,22 @@ const TOUCH_COST: f64 = 3.9;
 /// `n / chunks` scalars each, whose buckets (all windows) number at most
 /// `max_buckets`: [`window_bits`]' cost plus, per chunk and window, one
 /// run start for each bucket the chunk touches (at most one per scalar).
-/// Never wider than [`window_bits`] for `n` (so the scratch bound of `n`
-/// scalars holds the buckets); many chunks favour narrower windows. For
+/// Never wider than [`window_bits`] for one chunk's scalars (`n / chunks`
+/// rounded up), so the scratch bound of a chunk holds the buckets of the
+/// whole MSM, and device memory reserved for chunks of a streamed query
+/// does not grow with the query; many chunks favour narrower windows. For
 /// 2^27 scalars: 16 bits in 32 chunks, 20 in 8 (tested below).
 pub fn carried_window_bits(n: usize, chunks: usize, max_buckets: u64) -> u32 {
-    let chunks = chunks.max(1) as f64;
-    let per_chunk = n as f64 / chunks;
-    let cost = |c: u32| {
+    let k = chunks.max(1);
+    let (chunks, per_chunk) = (k as f64, n as f64 / k as f64);
+    let best = cheapest_window(max_buckets, |c: u32| {
         let w = f64::from(windows(c));
         let nb = buckets_per_window(c) as f64;
         n as f64 * w * ENTRY_COST
             + w * nb * BUCKET_COST
             + chunks * w * nb.min(per_chunk) * TOUCH_COST
-    };
-    let mut best = MIN_WINDOW;
-    for c in MIN_WINDOW..=MAX_WINDOW {
-        if u64::from(windows(c)) * buckets_per_window(c) > max_buckets {
-            break;
-        }
-        if cost(c) < cost(best) {
-            best = c;
-        }
-    }
-    best.min(window_bits(n, max_buckets))
+    });
+    best.min(window_bits(n.div_ceil(k), max_buckets))
 }
 
 /// How many windows one pass sorts: as many as keep the pass's entries
@@ -187,6 +185,28 @@ mod tests {
         let cap = u64::from(windows(14)) * buckets_per_window(14);
         assert!(carried_window_bits(1 << 27, 1, cap) <= 14);
         assert_eq!(carried_window_bits(0, 0, 0), MIN_WINDOW);
+    }
+
+    #[test]
+    fn carried_windows_are_never_wider_than_a_chunks() {
+        // What lets a chunk's scratch bound hold a carried MSM's buckets:
+        // n scalars in k chunks of at most `chunk` (n <= k * chunk).
+        let unlimited = u64::MAX;
+        for log in [0, 8, 16, 20, 22, 23, 24] {
+            let chunk = 1usize << log;
+            let plain = window_bits(chunk, unlimited);
+            for k in [1, 2, 3, 7, 16, 33, 1000] {
+                for n in [1, chunk / 2 + 1, chunk, k * chunk / 2 + 1, k * chunk] {
+                    if n > k * chunk {
+                        continue;
+                    }
+                    let c = carried_window_bits(n, k, unlimited);
+                    assert!(c <= plain, "{n} in {k} chunks of 2^{log}: {c} > {plain}");
+                }
+            }
+        }
+        // Skewed splits too: a query of 33M bases in 4 chunks of 2^23.
+        assert!(carried_window_bits(33_112_282, 4, unlimited) <= window_bits(1 << 23, unlimited));
     }
 
     #[test]
