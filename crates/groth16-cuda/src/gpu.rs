@@ -436,7 +436,7 @@ impl GpuProver {
     pub fn with_options(ordinal: usize, options: GpuOptions) -> Result<Self> {
         if options.stream_chunk == Some(0) {
             return Err(Groth16Error::MsmShape {
-                detail: "a streamed MSM chunk of 0 variables".into(),
+                detail: "a streamed MSM chunk of 0 bases".into(),
             });
         }
         let gpu = Gpu::get(ordinal)?;

@@ -462,6 +462,50 @@ struct Scratch {
     profile: Vec<(&'static str, f64)>,
 }
 
+impl Scratch {
+    /// Device bytes of every buffer held (kept beside the fields, so a
+    /// field added here is counted here).
+    fn bytes(&self) -> u64 {
+        let curves: u64 = self
+            .curves
+            .iter()
+            .map(|c| {
+                c.downcast_ref::<CurveScratch<Fp>>()
+                    .map(CurveScratch::bytes)
+                    .or_else(|| {
+                        c.downcast_ref::<CurveScratch<Fp2>>()
+                            .map(CurveScratch::bytes)
+                    })
+                    .unwrap_or(0)
+            })
+            .sum();
+        let levels: u64 = self
+            .scan_levels
+            .iter()
+            .map(|(a, b)| (a.size_bytes() + b.size_bytes()) as u64)
+            .sum();
+        opt_bytes(&self.counters)
+            + opt_bytes(&self.ones_idx)
+            + opt_bytes(&self.other_idx)
+            + opt_bytes(&self.other_scalars)
+            + opt_bytes(&self.no_bits)
+            + opt_bytes(&self.no_prefix)
+            + opt_bytes(&self.counts)
+            + opt_bytes(&self.offsets)
+            + opt_bytes(&self.total)
+            + opt_bytes(&self.entries)
+            + opt_bytes(&self.list_keys[0])
+            + opt_bytes(&self.list_keys[1])
+            + levels
+            + curves
+    }
+}
+
+/// Device bytes of a buffer, if there is one.
+fn opt_bytes<T: DeviceElem>(b: &Option<DeviceBuffer<T>>) -> u64 {
+    b.as_ref().map_or(0, |b| b.size_bytes() as u64)
+}
+
 /// XYZZ buffers of one curve (four coordinates per point).
 #[derive(Debug)]
 struct CurveScratch<F: DeviceElem> {
@@ -470,6 +514,17 @@ struct CurveScratch<F: DeviceElem> {
     t: Option<DeviceBuffer<F>>,
     r: Option<DeviceBuffer<F>>,
     out: Option<DeviceBuffer<F>>,
+}
+
+impl<F: DeviceElem> CurveScratch<F> {
+    fn bytes(&self) -> u64 {
+        opt_bytes(&self.buckets)
+            + opt_bytes(&self.lists[0])
+            + opt_bytes(&self.lists[1])
+            + opt_bytes(&self.t)
+            + opt_bytes(&self.r)
+            + opt_bytes(&self.out)
+    }
 }
 
 impl<F: DeviceElem> Default for CurveScratch<F> {
@@ -639,47 +694,7 @@ impl GpuMsm {
     /// Device bytes of the scratch this `GpuMsm` holds now (at most
     /// [`GpuMsm::scratch_bound`] of the largest MSM it ran).
     pub fn scratch_bytes(&self) -> u64 {
-        fn opt<T: DeviceElem>(b: &Option<DeviceBuffer<T>>) -> u64 {
-            b.as_ref().map_or(0, |b| b.size_bytes() as u64)
-        }
-        fn curve<F: DeviceElem>(c: &CurveScratch<F>) -> u64 {
-            opt(&c.buckets)
-                + opt(&c.lists[0])
-                + opt(&c.lists[1])
-                + opt(&c.t)
-                + opt(&c.r)
-                + opt(&c.out)
-        }
-        let s = self.lock();
-        let curves: u64 = s
-            .curves
-            .iter()
-            .map(|c| {
-                c.downcast_ref::<CurveScratch<Fp>>()
-                    .map(curve)
-                    .or_else(|| c.downcast_ref::<CurveScratch<Fp2>>().map(curve))
-                    .unwrap_or(0)
-            })
-            .sum();
-        let levels: u64 = s
-            .scan_levels
-            .iter()
-            .map(|(a, b)| (a.size_bytes() + b.size_bytes()) as u64)
-            .sum();
-        opt(&s.counters)
-            + opt(&s.ones_idx)
-            + opt(&s.other_idx)
-            + opt(&s.other_scalars)
-            + opt(&s.no_bits)
-            + opt(&s.no_prefix)
-            + opt(&s.counts)
-            + opt(&s.offsets)
-            + opt(&s.total)
-            + opt(&s.entries)
-            + opt(&s.list_keys[0])
-            + opt(&s.list_keys[1])
-            + levels
-            + curves
+        self.lock().bytes()
     }
 
     /// The phase times of the latest call, when [`MsmConfig::profile`] is
