@@ -125,6 +125,8 @@ pub use budget::{Charge, ChargeKind, MemoryBudget, MemoryReport};
 pub use cache::{ParamsRef, ShapeId};
 pub use config::{Auto, Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
+/// The page-locked pool's counters ([`EngineStats::pinned`]).
+pub use cuzk_pinned_pool::PoolStats;
 pub use engine::{
     AbcStatus, DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller,
     JobHandle, JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent,

@@ -456,6 +456,9 @@ impl PartitionsVisitor for Bench<'_> {
                 } else {
                     format!("proof_{job}")
                 });
+                // The page-locked pool across the measurement: buffers
+                // allocated (page-locked anew) against reused ones.
+                let pool_before = engine.stats().pinned;
                 let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
                     &engine,
                     &shape_id,
@@ -467,6 +470,8 @@ impl PartitionsVisitor for Bench<'_> {
                 )?;
                 ensure!(proofs.len() == together * n, "missing proofs");
                 eprintln!("{}", report.summary);
+                let pool = pinned_pool_note(&pool_before, &engine.stats().pinned);
+                eprintln!("{pool}");
                 let verified = if args.fake_params {
                     "fake parameters, not verifiable"
                 } else {
@@ -491,7 +496,7 @@ impl PartitionsVisitor for Bench<'_> {
                     "wall time per proof of {n} partitions, {together} proof(s) submitted at once \
                      (wall {:.3} s; {verified}), {} witness, backend {}, {} workers/device; \
                      {:.3} s per partition; gpu busy {:.3}; per-partition medians: {stages}; \
-                     largest gaps: {:?}",
+                     {pool}; largest gaps: {:?}",
                     report.wall_s,
                     if sequential {
                         "sequential"
@@ -528,4 +533,23 @@ impl PartitionsVisitor for Bench<'_> {
         }
         Ok(())
     }
+}
+
+/// What the engine's page-locked pool did between two snapshots: buffers
+/// page-locked anew (each a driver registration of a partition's buffer,
+/// seconds at 32 GiB sizes) against leases served by idle ones, buffers
+/// given back, and leases that waited for room.
+fn pinned_pool_note(before: &cuzk_engine::PoolStats, after: &cuzk_engine::PoolStats) -> String {
+    let gb = |b: usize| b as f64 / 1e9;
+    format!(
+        "pinned pool: {} buffers allocated, {} leases reused, {} freed, {} waited; held {:.1} GB \
+         after ({:.1} GB before, peak {:.1} GB)",
+        after.allocations - before.allocations,
+        after.reuses - before.reuses,
+        after.frees - before.frees,
+        after.waits - before.waits,
+        gb(after.bytes_held),
+        gb(before.bytes_held),
+        gb(after.peak_bytes_held),
+    )
 }
