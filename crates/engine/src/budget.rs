@@ -203,6 +203,24 @@ impl MemoryBudget {
     /// # Errors
     /// [`EngineError::NeverFits`] when `bytes` exceed the whole budget.
     pub fn try_charge(&self, bytes: u64, kind: ChargeKind) -> Result<Option<Charge>> {
+        Ok(self
+            .try_charge_taking(bytes, kind, || None::<()>)?
+            .map(|(charge, _)| charge))
+    }
+
+    /// [`MemoryBudget::try_charge`] for a charge that pays for idle memory
+    /// it takes over: `take` runs under the budget's lock just before the
+    /// check and takes what it can from the idle pinned buffers (which then
+    /// no longer count as idle), so the charge's bytes count them once, and
+    /// a reclaim to make room frees other idle buffers, not these. When the
+    /// charge does not fit, what was taken goes back (under the lock too)
+    /// before anything is reclaimed, and `take` runs again on the retry.
+    pub(crate) fn try_charge_taking<T>(
+        &self,
+        bytes: u64,
+        kind: ChargeKind,
+        mut take: impl FnMut() -> Option<T>,
+    ) -> Result<Option<(Charge, Option<T>)>> {
         if bytes > self.inner.total {
             return Err(EngineError::NeverFits {
                 what: kind_name(kind),
@@ -215,16 +233,19 @@ impl MemoryBudget {
         loop {
             let short = {
                 let mut charged = self.inner.charged();
+                let taken = take();
                 let idle = reclaimer.as_ref().map_or(0, |r| r.uncharged_idle_bytes());
                 let used = charged.iter().sum::<u64>() + idle;
                 if used + bytes <= self.inner.total {
                     charged[kind.index()] += bytes;
-                    return Ok(Some(Charge {
+                    let charge = Charge {
                         budget: Some(Arc::clone(&self.inner)),
                         bytes,
                         kind,
-                    }));
+                    };
+                    return Ok(Some((charge, taken)));
                 }
+                drop(taken);
                 used + bytes - self.inner.total
             };
             // Reclaiming drops charges (which take the lock), so it runs
@@ -547,6 +568,77 @@ mod tests {
         let report = budget.report();
         assert_eq!((report.used_bytes, report.available_bytes), (100, 0));
         drop((a, b));
+    }
+
+    /// Idle bytes taken out of `Idle`, back in it when dropped.
+    struct Taken(Arc<Idle>, u64);
+
+    impl Drop for Taken {
+        fn drop(&mut self) {
+            self.0.idle.fetch_add(self.1, Ordering::SeqCst);
+        }
+    }
+
+    fn take_from(idle: &Arc<Idle>, bytes: u64, calls: &AtomicU64) -> Option<Taken> {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let have = idle.idle.load(Ordering::SeqCst);
+        (have >= bytes).then(|| {
+            idle.idle.store(have - bytes, Ordering::SeqCst);
+            Taken(Arc::clone(idle), bytes)
+        })
+    }
+
+    #[test]
+    fn a_charge_taking_idle_memory_over_counts_it_once() {
+        let budget = MemoryBudget::new(100);
+        let idle = Arc::new(Idle {
+            idle: AtomicU64::new(60),
+            reclaim_calls: AtomicU64::new(0),
+        });
+        let weak: Weak<dyn Reclaim> = Arc::downgrade(&(Arc::clone(&idle) as Arc<dyn Reclaim>));
+        budget.set_reclaimer(weak);
+        let calls = AtomicU64::new(0);
+        // 70 bytes, 40 of them an idle buffer taken over: 20 idle + 70 fit
+        // without reclaiming (a plain charge of 70 would free 30 idle bytes).
+        let (a, taken) = budget
+            .try_charge_taking(70, ChargeKind::WorkingSet, || take_from(&idle, 40, &calls))
+            .unwrap()
+            .unwrap();
+        assert!(taken.is_some());
+        assert_eq!(idle.reclaim_calls.load(Ordering::SeqCst), 0);
+        assert_eq!(idle.idle.load(Ordering::SeqCst), 20);
+        assert_eq!(budget.report().used_bytes, 90);
+        // Dropped together, the buffer counts as idle again.
+        a.release_with(|| drop(taken));
+        assert_eq!(idle.idle.load(Ordering::SeqCst), 60);
+        assert_eq!(budget.report().used_bytes, 60);
+
+        // 95 bytes with the same 40 taken over: 20 + 95 does not fit. What
+        // was taken goes back before the reclaim, which frees 15 (the
+        // shortfall), and the retry takes the buffer again.
+        calls.store(0, Ordering::SeqCst);
+        let (b, taken) = budget
+            .try_charge_taking(95, ChargeKind::WorkingSet, || take_from(&idle, 40, &calls))
+            .unwrap()
+            .unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(idle.reclaim_calls.load(Ordering::SeqCst), 1);
+        assert_eq!(idle.idle.load(Ordering::SeqCst), 5);
+        assert_eq!(taken.as_ref().map(|t| t.1), Some(40));
+        assert_eq!(budget.report().used_bytes, 100);
+        b.release_with(|| drop(taken));
+
+        // 10 charged beside 45 idle: 95 with the 40 taken over is 10 short;
+        // the reclaim frees those 10 of the idle bytes, leaving too few to
+        // take the buffer again, so it is refused and nothing stays taken.
+        let other = budget.try_charge(10, ChargeKind::Params).unwrap().unwrap();
+        let refused = budget
+            .try_charge_taking(95, ChargeKind::WorkingSet, || take_from(&idle, 40, &calls))
+            .unwrap();
+        assert!(refused.is_none());
+        assert_eq!(idle.idle.load(Ordering::SeqCst), 35);
+        assert_eq!(budget.charged(), 10);
+        drop(other);
     }
 
     #[test]

@@ -630,6 +630,46 @@ fn parameters_are_shared_preloaded_and_evicted_under_pressure() {
     assert!(!engine.evict_params(&b).unwrap());
 }
 
+/// On a budget with room for one working set, the a/b/c buffers a finished
+/// job left idle in the pinned pool serve the next job: its working-set
+/// charge takes them over instead of having the budget free them to make
+/// room (and the pool page-lock new ones, seconds at full size).
+#[test]
+fn the_next_job_reuses_the_abc_buffers_a_finished_job_left_idle() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = ParamsRef::File(params_file(dir.path(), "porep:10"));
+    let pce = cuzk_synth::Pce::record(builtin("porep:10", 0)).unwrap();
+    let abc = 3 * cuzk_pinned_pool::size_class(pce.num_constraints() * 32).unwrap() as u64;
+    // One working set fits, not one beside another's idle a/b/c buffers.
+    let budget = need("porep:10") + abc / 2;
+    let engine = engine(budget);
+    let run = |seed: u64| {
+        engine
+            .submit(ProofRequest::new(
+                "porep:10",
+                params.clone(),
+                (0..3).map(|s| builtin("porep:10", seed + s)).collect(),
+            ))
+            .unwrap()
+            .wait_blocking()
+            .unwrap()
+    };
+    assert_eq!(run(0).len(), 3);
+    let first = engine.stats().pinned;
+    assert_eq!(first.bytes_idle as u64, abc, "{first:?}");
+    assert_eq!(run(10).len(), 3);
+    let second = engine.stats().pinned;
+    assert_eq!(
+        (second.allocations, second.frees),
+        (first.allocations, first.frees),
+        "the second job allocated or freed: {first:?} then {second:?}"
+    );
+    assert!(second.reuses >= first.reuses + 3, "{second:?}");
+    assert_eq!(second.bytes_idle as u64, abc, "{second:?}");
+    let m = engine.memory();
+    assert!(m.used_bytes <= m.budget_bytes, "{m:?}");
+}
+
 /// The CPU prover, plus what a backend that keeps copies of parameter sets
 /// does: it remembers (weakly) each set it proved with and, when asked,
 /// forgets those nobody holds any more.

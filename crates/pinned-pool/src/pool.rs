@@ -586,6 +586,21 @@ impl Pool {
         }
     }
 
+    /// Leases an idle buffer of the request's size class and access kind if
+    /// the pool has one, else `None`: never allocates, frees or waits (the
+    /// request's [`WhenFull`] is not used). For callers that account for
+    /// idle buffers elsewhere and want to take one over before counting
+    /// anything new.
+    pub fn reuse(&self, request: &Request) -> Option<Lease> {
+        let shared = self.shared();
+        let class = size_class(request.bytes).filter(|&class| class <= shared.capacity)?;
+        let mut state = shared.lock();
+        let buf = state.take_idle((class, request.access))?;
+        state.stats.reuses += 1;
+        state.lease_out(class);
+        Some(Lease::new(buf, request.bytes, Arc::clone(shared)))
+    }
+
     /// Frees every idle buffer; returns the bytes freed.
     pub fn trim(&self) -> usize {
         self.trim_to(0)

@@ -93,6 +93,42 @@ fn reuse_counts_after_lease_return_cycles() {
     }
 }
 
+#[test]
+fn reuse_takes_an_idle_buffer_and_never_allocates() {
+    for pool in pools(
+        "reuse_takes_an_idle_buffer_and_never_allocates",
+        PoolConfig::unbounded(),
+    ) {
+        let kind = kind(&pool);
+        // Nothing idle: nothing leased, nothing allocated.
+        assert!(pool.reuse(&Request::bytes(MIB)).is_none(), "{kind}");
+        assert_eq!(pool.stats().allocations, 0, "{kind}");
+
+        let mut first = pool.lease(Request::bytes(MIB)).unwrap();
+        first[7] = 42;
+        drop(first);
+        assert_eq!(pool.stats().bytes_idle, MIB, "{kind}");
+        // Another class or access kind does not take it.
+        assert!(pool.reuse(&Request::bytes(2 * MIB)).is_none(), "{kind}");
+        let write_only = Request::bytes(MIB).access(CpuAccess::WriteOnly);
+        assert!(pool.reuse(&write_only).is_none(), "{kind}");
+
+        let again = pool.reuse(&Request::bytes(MIB - 100)).expect("the idle buffer");
+        assert_eq!((again.len(), again.capacity()), (MIB - 100, MIB), "{kind}");
+        assert_eq!(again[7], 42, "{kind}: the same buffer, its bytes kept");
+        // The only buffer of the class is leased now.
+        assert!(pool.reuse(&Request::bytes(MIB)).is_none(), "{kind}");
+        let stats = pool.stats();
+        assert_eq!(
+            (stats.allocations, stats.reuses, stats.bytes_idle, stats.bytes_leased),
+            (1, 1, 0, MIB),
+            "{kind}: {stats:?}"
+        );
+        drop(again);
+        assert_eq!(pool.stats().bytes_idle, MIB, "{kind}");
+    }
+}
+
 /// The sizes `hammer` leases, in four classes.
 const SIZES: [usize; 4] = [4096, 100_000, 256 * 1024, 600_000];
 

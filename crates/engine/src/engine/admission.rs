@@ -174,18 +174,21 @@ pub(super) fn load_params(
 }
 
 /// Charges `need` for the admission holder, waiting for room; yields to a
-/// higher-priority job waiting for admission.
+/// higher-priority job waiting for admission. With `abc_len`, idle a/b/c
+/// buffers of that many constraints are taken over by the charge
+/// ([`charge_working_set`]).
 pub(super) fn wait_charge(
     shared: &Shared,
     slot: &AdmissionSlot<'_>,
     need: u64,
+    abc_len: Option<usize>,
     stop: &dyn Fn() -> bool,
-) -> std::result::Result<Charge, AdmitError> {
+) -> std::result::Result<(Charge, Option<AbcBuffers>), AdmitError> {
     loop {
         let seen = shared.signal.current();
-        if let Some(charge) = shared.budget.try_charge(need, ChargeKind::WorkingSet)? {
+        if let Some(charged) = charge_working_set(shared, need, abc_len)? {
             slot.set_gate(false);
-            return Ok(charge);
+            return Ok(charged);
         }
         if stop() {
             slot.set_gate(false);
@@ -326,7 +329,12 @@ pub(super) fn try_admit(
         } else {
             params_bytes_now
         };
-    let mut charge = wait_charge(shared, slot, need_now, &|| job.is_terminated())?;
+    // The a/b/c buffers a finished job left idle are taken over here if the
+    // host evaluates them; given back below if the device does.
+    let abc_len = Some(counts.num_constraints);
+    let (mut charge, mut abc) = wait_charge(shared, slot, need_now, abc_len, &|| {
+        job.is_terminated()
+    })?;
 
     let pce = match source {
         PceSource::Cached(p) => p,
@@ -400,7 +408,10 @@ pub(super) fn try_admit(
     );
     let ws = if placement.on_device {
         let small = working_set_bytes_for(counts, &*shared.prover, true);
-        drop(charge.split(ws.saturating_sub(small), ChargeKind::WorkingSet));
+        // The buffers go back idle with the bytes that paid for them.
+        let unused = charge.split(ws.saturating_sub(small), ChargeKind::WorkingSet);
+        let idle = abc.take();
+        release((unused, idle));
         small
     } else {
         ws
@@ -408,7 +419,7 @@ pub(super) fn try_admit(
     let mut st = job.lock();
     st.ws_bytes = ws;
     st.abc = Some(placement);
-    st.spare = Some((charge, None));
+    st.spare = Some((charge, abc));
     st.pce = Some(pce);
     st.params = Some(params);
     Ok(())

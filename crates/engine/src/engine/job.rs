@@ -357,6 +357,20 @@ impl AbcBuffers {
         })
     }
 
+    /// The three buffers from idle ones of the pool, or `None` (nothing
+    /// taken) unless it holds three of their size class: a working set
+    /// charged with them takes over buffers the budget counts as idle,
+    /// instead of having them freed to make room and page-locked anew
+    /// (seconds for a large partition, stalling the driver meanwhile).
+    pub(super) fn reuse(pool: &Pool, n: usize) -> Option<Self> {
+        let request = Request::elems::<Scalar>(n);
+        Some(AbcBuffers {
+            a: pool.reuse(&request)?,
+            b: pool.reuse(&request)?,
+            c: pool.reuse(&request)?,
+        })
+    }
+
     #[allow(clippy::type_complexity)]
     pub(super) fn slices(
         &self,

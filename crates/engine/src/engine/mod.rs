@@ -983,8 +983,8 @@ impl Engine {
             else {
                 return Err(EngineError::EngineShutDown);
             };
-            match wait_charge(shared, &slot, bytes, &|| shared.shut_down()) {
-                Ok(mut charge) => {
+            match wait_charge(shared, &slot, bytes, None, &|| shared.shut_down()) {
+                Ok((mut charge, _)) => {
                     let charge = charge.split(bytes, ChargeKind::Params);
                     shared.params.insert(key, params, charge, false);
                     return Ok(());
@@ -1038,8 +1038,8 @@ impl Engine {
                     budget_bytes: shared.budget.total(),
                 });
             }
-            match wait_charge(shared, &slot, bytes, &|| shared.shut_down()) {
-                Ok(mut charge) => {
+            match wait_charge(shared, &slot, bytes, None, &|| shared.shut_down()) {
+                Ok((mut charge, _)) => {
                     let charge = charge.split(bytes, ChargeKind::Params);
                     let loaded = load_params(shared, path, file)?;
                     shared

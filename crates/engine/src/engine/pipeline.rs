@@ -81,15 +81,15 @@ pub(super) fn pick(
 ) -> Option<(QueueKey, Arc<JobState>, WsCharge)> {
     let mut budget_open = true;
     for (key, job) in candidates {
-        let (spare, ws_bytes) = {
+        let (spare, ws_bytes, abc_len) = {
             let mut st = job.lock();
-            (st.spare.take(), st.ws_bytes)
+            (st.spare.take(), st.ws_bytes, host_abc_len(&st))
         };
         let reserved = match spare {
             Some(spare) => Some(spare),
             None if budget_open && !shared.admission.gates(job.priority) => {
-                match shared.budget.try_charge(ws_bytes, ChargeKind::WorkingSet) {
-                    Ok(Some(charge)) => Some((charge, None)),
+                match charge_working_set(shared, ws_bytes, abc_len) {
+                    Ok(Some(reserved)) => Some(reserved),
                     _ => None,
                 }
             }
@@ -108,6 +108,32 @@ pub(super) fn pick(
         }
     }
     None
+}
+
+/// How many constraints the job's a/b/c buffers on the host hold, if its
+/// a/b/c are evaluated on the host.
+fn host_abc_len(st: &JobMut) -> Option<usize> {
+    match (&st.abc, &st.pce) {
+        (Some(placement), Some(pce)) if !placement.on_device => Some(pce.num_constraints()),
+        _ => None,
+    }
+}
+
+/// Charges a working set of `bytes` now if it fits. With `abc_len` (a/b/c
+/// on the host) it first takes over idle a/b/c buffers of that size from
+/// the pinned pool, which the charge pays for: the buffers a finished job
+/// left idle serve the next one instead of being freed by the budget's
+/// reclaim to make room for the very charge that would reuse them.
+pub(super) fn charge_working_set(
+    shared: &Shared,
+    bytes: u64,
+    abc_len: Option<usize>,
+) -> Result<Option<(Charge, Option<AbcBuffers>)>> {
+    shared
+        .budget
+        .try_charge_taking(bytes, ChargeKind::WorkingSet, || {
+            abc_len.and_then(|n| AbcBuffers::reuse(&shared.pool, n))
+        })
 }
 
 pub(super) fn dispatcher_main(shared: &Shared) {
