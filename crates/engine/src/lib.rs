@@ -87,9 +87,11 @@
 //! Each byte is charged once ([`MemoryBudget`], [`ChargeKind`]): PCEs and
 //! parameters by their caches, working sets by the partitions (a/b/c by the
 //! size class of their pinned leases). Idle pinned buffers are not charged
-//! but count as used until trimmed; when a charge does not fit, idle pinned
-//! buffers are freed first, then idle PCEs, then idle parameters, least
-//! recently used first. Two allocations are outside the budget: a PCE while
+//! but count as used until trimmed; a working-set charge first takes over
+//! idle a/b/c buffers of its size (so a finished job's buffers serve the
+//! next job instead of being freed and page-locked again); when a charge
+//! does not fit, idle pinned buffers are freed first, then idle PCEs, then
+//! idle parameters, least recently used first. Two allocations are outside the budget: a PCE while
 //! it is being recorded (once per shape, before its size is known; admission
 //! is serialized, so at most one at a time), and the backends' internal
 //! allocations beyond the working-set estimate.
