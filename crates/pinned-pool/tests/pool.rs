@@ -113,14 +113,21 @@ fn reuse_takes_an_idle_buffer_and_never_allocates() {
         let write_only = Request::bytes(MIB).access(CpuAccess::WriteOnly);
         assert!(pool.reuse(&write_only).is_none(), "{kind}");
 
-        let again = pool.reuse(&Request::bytes(MIB - 100)).expect("the idle buffer");
+        let again = pool
+            .reuse(&Request::bytes(MIB - 100))
+            .expect("the idle buffer");
         assert_eq!((again.len(), again.capacity()), (MIB - 100, MIB), "{kind}");
         assert_eq!(again[7], 42, "{kind}: the same buffer, its bytes kept");
         // The only buffer of the class is leased now.
         assert!(pool.reuse(&Request::bytes(MIB)).is_none(), "{kind}");
         let stats = pool.stats();
         assert_eq!(
-            (stats.allocations, stats.reuses, stats.bytes_idle, stats.bytes_leased),
+            (
+                stats.allocations,
+                stats.reuses,
+                stats.bytes_idle,
+                stats.bytes_leased
+            ),
             (1, 1, 0, MIB),
             "{kind}: {stats:?}"
         );

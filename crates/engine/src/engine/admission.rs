@@ -332,9 +332,8 @@ pub(super) fn try_admit(
     // The a/b/c buffers a finished job left idle are taken over here if the
     // host evaluates them; given back below if the device does.
     let abc_len = Some(counts.num_constraints);
-    let (mut charge, mut abc) = wait_charge(shared, slot, need_now, abc_len, &|| {
-        job.is_terminated()
-    })?;
+    let (mut charge, mut abc) =
+        wait_charge(shared, slot, need_now, abc_len, &|| job.is_terminated())?;
 
     let pce = match source {
         PceSource::Cached(p) => p,
