@@ -628,14 +628,18 @@ mod tests {
         assert_eq!(budget.report().used_bytes, 100);
         b.release_with(|| drop(taken));
 
-        // 10 charged beside 45 idle: 95 with the 40 taken over is 10 short;
-        // the reclaim frees those 10 of the idle bytes, leaving too few to
-        // take the buffer again, so it is refused and nothing stays taken.
+        // 10 charged beside 45 idle: 95 more can never fit beside the 10
+        // (taken over or not). The first try takes the 40, is 10 short and
+        // gives them back; the reclaim frees 10 idle bytes, leaving 35, too
+        // few for the retry to take the 40; refused, nothing stays taken.
         let other = budget.try_charge(10, ChargeKind::Params).unwrap().unwrap();
+        calls.store(0, Ordering::SeqCst);
         let refused = budget
             .try_charge_taking(95, ChargeKind::WorkingSet, || take_from(&idle, 40, &calls))
             .unwrap();
         assert!(refused.is_none());
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(idle.reclaim_calls.load(Ordering::SeqCst), 2);
         assert_eq!(idle.idle.load(Ordering::SeqCst), 35);
         assert_eq!(budget.charged(), 10);
         drop(other);

@@ -205,6 +205,28 @@ pub(super) fn wait_charge(
     }
 }
 
+/// An admission's charge and the idle a/b/c buffers it took over, released
+/// in one step ([`release`]) if an early return drops them, so the buffers
+/// never count as idle while the charge still holds their bytes.
+struct Held {
+    charge: Charge,
+    abc: Option<AbcBuffers>,
+}
+
+impl Held {
+    /// All of the charge and the buffers, leaving nothing to release.
+    fn take(&mut self) -> (Charge, Option<AbcBuffers>) {
+        let all = self.charge.split(self.charge.bytes(), self.charge.kind());
+        (all, self.abc.take())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        release(self.take());
+    }
+}
+
 pub(super) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = panic.downcast_ref::<&str>() {
         (*text).to_owned()
@@ -332,8 +354,9 @@ pub(super) fn try_admit(
     // The a/b/c buffers a finished job left idle are taken over here if the
     // host evaluates them; given back below if the device does.
     let abc_len = Some(counts.num_constraints);
-    let (mut charge, mut abc) =
-        wait_charge(shared, slot, need_now, abc_len, &|| job.is_terminated())?;
+    let (charge, abc) = wait_charge(shared, slot, need_now, abc_len, &|| job.is_terminated())?;
+    let mut held = Held { charge, abc };
+    let charge = &mut held.charge;
 
     let pce = match source {
         PceSource::Cached(p) => p,
@@ -408,9 +431,10 @@ pub(super) fn try_admit(
     let ws = if placement.on_device {
         let small = working_set_bytes_for(counts, &*shared.prover, true);
         // The buffers go back idle with the bytes that paid for them.
-        let unused = charge.split(ws.saturating_sub(small), ChargeKind::WorkingSet);
-        let idle = abc.take();
-        release((unused, idle));
+        let unused = held
+            .charge
+            .split(ws.saturating_sub(small), ChargeKind::WorkingSet);
+        release((unused, held.abc.take()));
         small
     } else {
         ws
@@ -418,7 +442,7 @@ pub(super) fn try_admit(
     let mut st = job.lock();
     st.ws_bytes = ws;
     st.abc = Some(placement);
-    st.spare = Some((charge, abc));
+    st.spare = Some(held.take());
     st.pce = Some(pce);
     st.params = Some(params);
     Ok(())
