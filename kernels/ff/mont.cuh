@@ -98,41 +98,105 @@ struct mont_t {
 
     __device__ __forceinline__ mont_t dbl() const { return *this + *this; }
 
-    // Montgomery multiplication, CIOS with two carry chains per row (the low
-    // and the high halves of the 32x32 products). t stays below 2 MOD.
+    // Montgomery multiplication (CIOS by rows of b) with the running sum kept
+    // in two halves so every carry chain runs over disjoint limbs:
+    //   value = lo + 2^32 * hi,
+    // lo[k] of weight 2^(32k) and hi[k] of weight 2^(32(k+1)). The products
+    // a[j]*b[i] of even j land, low and high halves, on lo's limbs 0..N-1
+    // without overlap, those of odd j on hi's: one chain of N multiply-adds
+    // each and no carry fix-ups between the rows. The multiple of MOD that
+    // clears limb 0 is added the same way. Dividing by 2^32 then makes hi the
+    // low half of the next row and lo, shifted by two limbs (its limb 1 added
+    // into the new limb 0), the high half: the two arrays swap roles each
+    // row and the shift is folded into the next row's first chain.
+    //
+    // Bounds (a, b < MOD < 2^(32N - 1)): the sum stays below 2 MOD * 2^32
+    // before each division, so hi < 2^(32N): the chains into hi never carry
+    // out, and the carries out of lo's chains are added into hi's top limb.
+    // Per row: 4N + 1 multiply-adds, one addition and two carry additions
+    // (the earlier form needed six). The CPU twin is Rust's
+    // `cuzk_groth16_cuda::mont::mul`, which checks the dropped carries.
     __device__ FF_MUL_INLINE friend mont_t operator*(const mont_t& a, const mont_t& b) {
-        uint32_t t[N + 2];
+        uint32_t even[N], odd[N];
+        // Row 0: plain products, nothing to add to.
 #pragma unroll
-        for (int i = 0; i < N + 2; i++) t[i] = 0;
-#pragma unroll
-        for (int i = 0; i < N; i++) {
-            const uint32_t bi = b.v[i];
-            // t += a * bi: low halves into t[j], high halves into t[j+1].
-            t[0] = ptx::mad_lo_cc(a.v[0], bi, t[0]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[j] = ptx::madc_lo_cc(a.v[j], bi, t[j]);
-            t[N] = ptx::addc_cc(t[N], 0);
-            t[N + 1] = ptx::addc(t[N + 1], 0);
-            t[1] = ptx::mad_hi_cc(a.v[0], bi, t[1]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[j + 1] = ptx::madc_hi_cc(a.v[j], bi, t[j + 1]);
-            t[N + 1] = ptx::addc(t[N + 1], 0);
-            // t += m * MOD, which clears t[0]; then shift down one limb.
-            const uint32_t m = t[0] * M0;
-            t[0] = ptx::mad_lo_cc(m, MOD[0], t[0]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[j] = ptx::madc_lo_cc(m, MOD[j], t[j]);
-            t[N] = ptx::addc_cc(t[N], 0);
-            t[N + 1] = ptx::addc(t[N + 1], 0);
-            t[1] = ptx::mad_hi_cc(m, MOD[0], t[1]);
-#pragma unroll
-            for (int j = 1; j < N; j++) t[j + 1] = ptx::madc_hi_cc(m, MOD[j], t[j + 1]);
-            t[N + 1] = ptx::addc(t[N + 1], 0);
-#pragma unroll
-            for (int j = 0; j < N + 1; j++) t[j] = t[j + 1];
-            t[N + 1] = 0;
+        for (int k = 0; k < N; k += 2) {
+            even[k] = a.v[k] * b.v[0];
+            even[k + 1] = __umulhi(a.v[k], b.v[0]);
+            odd[k] = a.v[k + 1] * b.v[0];
+            odd[k + 1] = __umulhi(a.v[k + 1], b.v[0]);
         }
+        redc_row(even, odd);
+#pragma unroll
+        for (int i = 1; i < N; i += 2) {
+            mul_row(odd, even, a.v, b.v[i]);
+            redc_row(odd, even);
+            if (i + 1 < N) {
+                mul_row(even, odd, a.v, b.v[i + 1]);
+                redc_row(even, odd);
+            }
+        }
+        // After the last row (an odd one: N is even) the low half is `odd`
+        // with limb 0 cleared and the high half `even`: divide by 2^32.
+        uint32_t t[N];
+        t[0] = ptx::add_cc(even[0], odd[1]);
+#pragma unroll
+        for (int k = 1; k < N - 1; k++) t[k] = ptx::addc_cc(even[k], odd[k + 1]);
+        t[N - 1] = ptx::addc(even[N - 1], 0);
         return reduce_once(t);
+    }
+
+    // One row's products after the first: (lo, hi) is the previous row's
+    // (hi, lo), so lo needs lo's limb 0 of the previous low half (hi[1]) and
+    // hi becomes that low half shifted down two limbs, with a[odd] * bi
+    // added as it is shifted.
+    __device__ __forceinline__ static void mul_row(uint32_t lo[N], uint32_t hi[N], const uint32_t a[N],
+                                                   uint32_t bi) {
+        lo[0] = ptx::add_cc(lo[0], hi[1]);
+#pragma unroll
+        for (int k = 0; k < N - 2; k += 2) {
+            hi[k] = ptx::madc_lo_cc(a[k + 1], bi, hi[k + 2]);
+            hi[k + 1] = ptx::madc_hi_cc(a[k + 1], bi, hi[k + 3]);
+        }
+        hi[N - 2] = ptx::madc_lo_cc(a[N - 1], bi, 0);
+        // hi(x * y) <= 2^32 - 2 for 32-bit x, y: adding the carry cannot
+        // carry out.
+        hi[N - 1] = ptx::madc_hi(a[N - 1], bi, 0);
+        mad_pairs(lo, a, bi);
+        hi[N - 1] = ptx::addc(hi[N - 1], 0);
+    }
+
+    // Adds m * MOD, m chosen to clear lo[0].
+    __device__ __forceinline__ static void redc_row(uint32_t lo[N], uint32_t hi[N]) {
+        const uint32_t m = lo[0] * M0;
+        hi[0] = ptx::mad_lo_cc(m, MOD[1], hi[0]);
+        hi[1] = ptx::madc_hi_cc(m, MOD[1], hi[1]);
+#pragma unroll
+        for (int k = 2; k < N; k += 2) {
+            hi[k] = ptx::madc_lo_cc(m, MOD[k + 1], hi[k]);
+            hi[k + 1] = ptx::madc_hi_cc(m, MOD[k + 1], hi[k + 1]);
+        }
+        // hi < 2^(32N) (see operator*): this chain's carry out is zero.
+        lo[0] = ptx::mad_lo_cc(m, MOD[0], lo[0]);
+        lo[1] = ptx::madc_hi_cc(m, MOD[0], lo[1]);
+#pragma unroll
+        for (int k = 2; k < N; k += 2) {
+            lo[k] = ptx::madc_lo_cc(m, MOD[k], lo[k]);
+            lo[k + 1] = ptx::madc_hi_cc(m, MOD[k], lo[k + 1]);
+        }
+        hi[N - 1] = ptx::addc(hi[N - 1], 0);
+    }
+
+    // lo += (a[0], a[2], ..., a[N-2]) * bi, the even-indexed limbs' products
+    // on limbs (0, 1), (2, 3), ...; the carry out is left in CC.CF.
+    __device__ __forceinline__ static void mad_pairs(uint32_t lo[N], const uint32_t a[N], uint32_t bi) {
+        lo[0] = ptx::mad_lo_cc(a[0], bi, lo[0]);
+        lo[1] = ptx::madc_hi_cc(a[0], bi, lo[1]);
+#pragma unroll
+        for (int k = 2; k < N; k += 2) {
+            lo[k] = ptx::madc_lo_cc(a[k], bi, lo[k]);
+            lo[k + 1] = ptx::madc_hi_cc(a[k], bi, lo[k + 1]);
+        }
     }
 
     __device__ __forceinline__ mont_t sqr() const { return *this * *this; }

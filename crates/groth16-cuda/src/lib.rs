@@ -17,6 +17,7 @@ pub mod digits;
 pub mod error;
 pub mod fake;
 pub mod gpu;
+pub mod mont;
 pub mod msm;
 pub mod ntt;
 pub mod params;
