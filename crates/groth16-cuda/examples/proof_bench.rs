@@ -12,7 +12,10 @@
 //! assembly with a, b, c already evaluated, "synthesis included" adds the
 //! witness synthesis and the a/b/c evaluation (SpMV) of the same run.
 //! Per-stage figures: wall clock for the host stages, CUDA events for the
-//! device stages (H2D, H, each MSM).
+//! device stages (H2D, H, each MSM). Each run then proves the same witness,
+//! r and s again with a, b, c evaluated on the GPU from the PCE
+//! (`AbcInput::FromPce`: only the witness is uploaded), checks the proof
+//! bytes are the same, and reports it as "abc-on-gpu/synthesis-excluded".
 //!
 //! bellperson runs once per size up to `--bellperson-max` (its time
 //! includes its own synthesis; its synthesis-excluded figure subtracts
@@ -130,6 +133,9 @@ fn main() -> Result<()> {
         let mut synth = Vec::new();
         let mut wall_stages: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let mut gpu_stages: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let mut from_pce = Vec::new();
+        let mut witness_only = Vec::new();
+        let mut pce_gpu_stages: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
         let mut last = None;
         for run in 0..args.runs {
             let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
@@ -137,7 +143,9 @@ fn main() -> Result<()> {
             let t0 = Instant::now();
             let witness =
                 Witness::synthesize_with_capacity(spec.build(seed), pce.num_inputs, pce.num_aux)?;
+            let t_abc = Instant::now();
             let abc = cuzk_synth::evaluate(&pce, &witness)?;
+            let abc_time = t_abc.elapsed();
             let synth_time = t0.elapsed();
             let t1 = Instant::now();
             let out = gpu.prove(
@@ -172,6 +180,33 @@ fn main() -> Result<()> {
                     .map(|(s, d)| format!("{s} {:.1} ms", d.as_secs_f64() * 1e3))
                     .collect::<Vec<_>>()
                     .join(", ")
+            );
+            // The same witness, r and s with a, b, c evaluated on the GPU
+            // from the PCE: only the witness is uploaded. Same proof bytes.
+            witness_only.push(secs(synth_time) - secs(abc_time));
+            drop(abc);
+            let t2 = Instant::now();
+            let on_gpu = gpu.prove(
+                ProverInput {
+                    pce: &pce,
+                    witness: &witness,
+                    abc: AbcInput::FromPce,
+                },
+                &params,
+                r,
+                s,
+            )?;
+            from_pce.push(secs(t2.elapsed()));
+            for (stage, d) in on_gpu.timings.gpu() {
+                pce_gpu_stages.entry(stage).or_default().push(secs(*d));
+            }
+            anyhow::ensure!(
+                proof_bytes(&on_gpu.proof) == proof_bytes(&out.proof),
+                "{spec}: the proof with a, b, c evaluated on the GPU differs from the one with them given"
+            );
+            eprintln!(
+                "{spec}: run {run}: a, b, c on the GPU: proof {:.3?}",
+                t2.elapsed()
             );
             last = Some((seed, r, s, proof_bytes(&out.proof)));
         }
@@ -235,6 +270,28 @@ fn main() -> Result<()> {
             &synth,
             json!({}),
         ));
+        results.push(result(
+            format!("prover/gpu/{size}/porep/abc-on-gpu/synthesis-excluded"),
+            &from_pce,
+            json!({
+                "derived": {"proofs_per_s": 1.0 / Stat::of(from_pce.clone()).median},
+                "notes": "the same witnesses, r and s as synthesis-excluded, with a, b, c \
+                          evaluated on the GPU from the PCE (only the witness is uploaded); \
+                          the proofs are byte-identical to those"
+            }),
+        ));
+        results.push(result(
+            format!("prover/synthesis/{size}/porep/witness"),
+            &witness_only,
+            json!({}),
+        ));
+        for (stage, v) in &pce_gpu_stages {
+            results.push(result(
+                format!("prover/gpu/{size}/porep/abc-on-gpu/stage-gpu-events/{stage}"),
+                v,
+                json!({}),
+            ));
+        }
         if let Some(bp) = baseline {
             results.push(result(
                 format!("prover/bellperson-cpu/{size}/porep/create_proof"),

@@ -53,8 +53,11 @@ impl Chain {
 
 /// `a * b / 2^(32N) mod modulus`, fully reduced, as the kernel computes it.
 pub fn mul<const N: usize>(a: &[u32; N], b: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N] {
-    assert!(N >= 2 && N % 2 == 0, "the limb count must be even");
-    assert!(modulus[N - 1] < 1 << 31, "the modulus must be below 2^(32N - 1)");
+    assert!(N >= 2 && N.is_multiple_of(2), "the limb count must be even");
+    assert!(
+        modulus[N - 1] < 1 << 31,
+        "the modulus must be below 2^(32N - 1)"
+    );
     let mut even = [0u32; N];
     let mut odd = [0u32; N];
     // Row 0: plain products.
@@ -217,7 +220,10 @@ mod tests {
         let fx = Scalar::from_bytes_le(&bytes(x).try_into().unwrap()).unwrap();
         let fy = Scalar::from_bytes_le(&bytes(y).try_into().unwrap()).unwrap();
         let fz = Scalar::from_bytes_le(&bytes(&got).try_into().unwrap());
-        assert!(bool::from(fz.is_some()), "{x:x?} * {y:x?} is not reduced: {got:x?}");
+        assert!(
+            bool::from(fz.is_some()),
+            "{x:x?} * {y:x?} is not reduced: {got:x?}"
+        );
         assert_eq!(fz.unwrap() * r, fx * fy, "{x:x?} * {y:x?}");
     }
 
@@ -226,7 +232,10 @@ mod tests {
         let fx = Fp::from_bytes_le(&bytes(x).try_into().unwrap()).unwrap();
         let fy = Fp::from_bytes_le(&bytes(y).try_into().unwrap()).unwrap();
         let fz = Fp::from_bytes_le(&bytes(&got).try_into().unwrap());
-        assert!(bool::from(fz.is_some()), "{x:x?} * {y:x?} is not reduced: {got:x?}");
+        assert!(
+            bool::from(fz.is_some()),
+            "{x:x?} * {y:x?} is not reduced: {got:x?}"
+        );
         assert_eq!(fz.unwrap() * r, fx * fy, "{x:x?} * {y:x?}");
     }
 
@@ -241,7 +250,11 @@ mod tests {
             }
         }
         for _ in 0..20_000 {
-            check_fr(&random_below(&FR_MOD, &mut rng), &random_below(&FR_MOD, &mut rng), r);
+            check_fr(
+                &random_below(&FR_MOD, &mut rng),
+                &random_below(&FR_MOD, &mut rng),
+                r,
+            );
         }
         // The Montgomery form's one (R mod p) is the identity.
         let one_mont: [u32; 8] = limbs(&r.to_bytes_le());
@@ -260,7 +273,11 @@ mod tests {
             }
         }
         for _ in 0..20_000 {
-            check_fq(&random_below(&FQ_MOD, &mut rng), &random_below(&FQ_MOD, &mut rng), r);
+            check_fq(
+                &random_below(&FQ_MOD, &mut rng),
+                &random_below(&FQ_MOD, &mut rng),
+                r,
+            );
         }
         let one_mont: [u32; 12] = limbs(&r.to_bytes_le());
         let x = random_below(&FQ_MOD, &mut rng);
