@@ -1411,8 +1411,14 @@ mod tests {
     fn a_failed_phase_fails_the_job_and_a_panic_spares_the_worker() {
         let sched = scheduler(&[1000], 1);
         let job = sched.create_job(Priority::Normal);
+        // Partition 0 fails only once partition 1 is queued: a failure
+        // cancels the job, and a submit after it would be refused.
+        let (queued, wait_queued) = mpsc::channel::<()>();
         let phases = Phases::new(
-            |_| Err::<(), _>(DiskOnFire.into()),
+            move |_| {
+                wait_queued.recv().unwrap();
+                Err::<(), _>(DiskOnFire.into())
+            },
             |_, ()| Ok(()),
             |_, ()| Ok(()),
         );
@@ -1421,6 +1427,7 @@ mod tests {
         sched
             .submit(WorkItem::new(&job, 1, 10, logged(&log, None)))
             .unwrap();
+        queued.send(()).unwrap();
         job.close();
         let failure = GpuSchedError::PhaseFailed {
             job: job.id(),
