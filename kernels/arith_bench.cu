@@ -17,6 +17,26 @@ __device__ __forceinline__ void bench_mul(F* data, uint32_t iters, uint32_t n) {
     data[i] = x + z;
 }
 
+// The same with squarings x = x^2 (kernels/ff/mont.cuh's sqr).
+template <class F>
+__device__ __forceinline__ void bench_sqr(F* data, uint32_t iters, uint32_t n) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    F x = data[i], z = data[(i + 1) % n];
+    for (uint32_t k = 0; k < iters; k++) {
+        x = x.sqr();
+        z = z.sqr();
+    }
+    data[i] = x + z;
+}
+
+extern "C" __global__ void arith_bench_sqr_fr_bls12_381(fr_t* data, uint32_t iters, uint32_t n) {
+    bench_sqr(data, iters, n);
+}
+extern "C" __global__ void arith_bench_sqr_fq_bls12_381(fq_t* data, uint32_t iters, uint32_t n) {
+    bench_sqr(data, iters, n);
+}
+
 extern "C" __global__ void arith_bench_mul_fr_bls12_381(fr_t* data, uint32_t iters, uint32_t n) {
     bench_mul(data, iters, n);
 }

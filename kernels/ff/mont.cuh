@@ -199,7 +199,124 @@ struct mont_t {
         }
     }
 
-    __device__ __forceinline__ mont_t sqr() const { return *this * *this; }
+    // Squaring: the 2N-limb square from the cross products a[i]*a[j], i < j,
+    // once (then doubled) and the N squares a[i]^2, then a Montgomery
+    // reduction of its low half (rows of redc without products), to which
+    // the high half is added: 3N^2 + 2N multiply-adds against 4N^2 + N for
+    // operator*. The sum stays below 1.5 MOD (the reduced low half is at most
+    // MOD, the high half below a^2 / 2^(32N) < MOD / 2), so one conditional
+    // subtraction finishes it. The CPU twin is `cuzk_groth16_cuda::mont::sqr`.
+    __device__ FF_MUL_INLINE mont_t sqr() const {
+        uint32_t w[2 * N];
+        square_wide(v, w);
+        uint32_t even[N], odd[N];
+#pragma unroll
+        for (int k = 0; k < N; k++) {
+            even[k] = w[k];
+            odd[k] = 0;
+        }
+        redc_row(even, odd);
+#pragma unroll
+        for (int i = 1; i < N; i += 2) {
+            redc_shift_row(odd, even);
+            if (i + 1 < N) redc_shift_row(even, odd);
+        }
+        uint32_t t[N];
+        t[0] = ptx::add_cc(even[0], odd[1]);
+#pragma unroll
+        for (int k = 1; k < N - 1; k++) t[k] = ptx::addc_cc(even[k], odd[k + 1]);
+        t[N - 1] = ptx::addc(even[N - 1], 0);
+        t[0] = ptx::add_cc(t[0], w[N]);
+#pragma unroll
+        for (int k = 1; k < N - 1; k++) t[k] = ptx::addc_cc(t[k], w[N + k]);
+        t[N - 1] = ptx::addc(t[N - 1], w[2 * N - 1]);
+        return reduce_once(t);
+    }
+
+    // A reduction row after the first: mul_row's division by 2^32 with
+    // m * MOD as the row's products, m chosen to clear the new limb 0.
+    __device__ __forceinline__ static void redc_shift_row(uint32_t lo[N], uint32_t hi[N]) {
+        const uint32_t m = (lo[0] + hi[1]) * M0;
+        mul_row(lo, hi, MOD, m);
+    }
+
+    // w = a^2 (2N limbs). Row i's cross products a[i]*a[j] (j > i) land on
+    // limb pairs starting at i + j, alternately odd and even positions: the
+    // odd ones on `odd` (odd[k] of weight 2^(32(k+1))), the even ones on
+    // `even`, two chains over disjoint limbs. Each row reaches one limb
+    // higher than the last, in one array or the other: that chain writes its
+    // top pair fresh (no addend), and the other chain's carry out, of the
+    // same weight, goes into the fresh top limb (hi(x*y) + 1 + 1 < 2^32).
+    // Limbs are written before they are read (the twin checks it).
+    __device__ __forceinline__ static void square_wide(const uint32_t a[N], uint32_t w[2 * N]) {
+        uint32_t even[2 * N], odd[2 * N];
+#pragma unroll
+        for (int j = 1; j < N; j += 2) {
+            odd[j - 1] = a[0] * a[j];
+            odd[j] = __umulhi(a[0], a[j]);
+        }
+#pragma unroll
+        for (int j = 2; j < N; j += 2) {
+            even[j] = a[0] * a[j];
+            even[j + 1] = __umulhi(a[0], a[j]);
+        }
+#pragma unroll
+        for (int i = 1; i < N - 1; i++) {
+            if (i % 2 == 0) {
+                // N - 1 - i products, an odd count: the odd chain (j = i + 1,
+                // i + 3, .., N - 1) tops out fresh at odd[i + N - 2 ..].
+                cross_chain(odd, a, i, i + 1, 2 * i, true);
+                if (i + 2 < N) {
+                    cross_chain(even, a, i, i + 2, 2 * i + 2, false);
+                    odd[i + N - 1] = ptx::addc(odd[i + N - 1], 0);
+                }
+            } else {
+                // An even count: the even chain (j = i + 2, .., N - 1) tops
+                // out fresh at even[i + N - 1 ..].
+                cross_chain(even, a, i, i + 2, 2 * i + 2, true);
+                cross_chain(odd, a, i, i + 1, 2 * i, false);
+                even[i + N] = ptx::addc(even[i + N], 0);
+            }
+        }
+        // w = even + 2^32 odd: the cross products, below a^2 / 2 < 2^(64N - 1).
+        w[1] = odd[0];
+        w[2] = ptx::add_cc(even[2], odd[1]);
+#pragma unroll
+        for (int k = 3; k < 2 * N - 2; k++) w[k] = ptx::addc_cc(even[k], odd[k - 1]);
+        w[2 * N - 2] = ptx::addc(odd[2 * N - 3], 0);
+        // Doubled, then the squares added on limbs (2k, 2k + 1).
+        w[1] = ptx::add_cc(w[1], w[1]);
+#pragma unroll
+        for (int k = 2; k < 2 * N - 1; k++) w[k] = ptx::addc_cc(w[k], w[k]);
+        w[2 * N - 1] = ptx::addc(0, 0);
+        w[0] = ptx::mad_lo_cc(a[0], a[0], 0);
+        w[1] = ptx::madc_hi_cc(a[0], a[0], w[1]);
+#pragma unroll
+        for (int k = 1; k < N; k++) {
+            w[2 * k] = ptx::madc_lo_cc(a[k], a[k], w[2 * k]);
+            w[2 * k + 1] = ptx::madc_hi_cc(a[k], a[k], w[2 * k + 1]);
+        }
+    }
+
+    // arr[base ..] += a[i] * (a[j0], a[j0 + 2], .., up to a[N - 1]) on limb
+    // pairs (base, base + 1), (base + 2, base + 3), ..; with fresh_top the
+    // last pair is written, not added to, and nothing carries out of it;
+    // otherwise the carry out is left in CC.CF.
+    __device__ __forceinline__ static void cross_chain(uint32_t* arr, const uint32_t a[N], int i, int j0, int base,
+                                                       bool fresh_top) {
+#pragma unroll
+        for (int j = j0; j < N; j += 2) {
+            const int k = base + (j - j0);
+            const bool first = j == j0, last = j + 2 >= N;
+            if (fresh_top && last) {
+                arr[k] = first ? ptx::mad_lo_cc(a[i], a[j], 0) : ptx::madc_lo_cc(a[i], a[j], 0);
+                arr[k + 1] = ptx::madc_hi(a[i], a[j], 0);
+            } else {
+                arr[k] = first ? ptx::mad_lo_cc(a[i], a[j], arr[k]) : ptx::madc_lo_cc(a[i], a[j], arr[k]);
+                arr[k + 1] = ptx::madc_hi_cc(a[i], a[j], arr[k + 1]);
+            }
+        }
+    }
 
     __device__ __forceinline__ mont_t to_mont() const {
         mont_t rr;

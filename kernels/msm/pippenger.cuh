@@ -57,6 +57,23 @@ __device__ __forceinline__ void msm_prefetch(const T* p) {
 #endif
 }
 
+// *p with 16-byte loads (an affine point is 96 or 192 bytes, and device
+// buffers of them are 256-byte aligned): 6 or 12 load instructions instead
+// of 24 or 48 of 4 bytes, each touching one sector of the point's lines.
+template <class F>
+__device__ __forceinline__ affine_t<F> msm_load_affine_v4(const affine_t<F>* p) {
+    static_assert(sizeof(affine_t<F>) % 16 == 0, "affine points must be a whole number of 16-byte words");
+    constexpr int Q = sizeof(affine_t<F>) / 16;
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    union {
+        uint4 w[Q];
+        affine_t<F> a;
+    } u;
+#pragma unroll
+    for (int i = 0; i < Q; i++) u.w[i] = q[i];
+    return u.a;
+}
+
 // Level 0 of bucket accumulation. Thread s takes entries [s*per, s*per +
 // per) of the sorted list (keys ascending, entry = (key, base | sign)) and
 // sums each run of equal keys with mixed additions. A run is "owned" by the
@@ -80,8 +97,9 @@ __device__ __forceinline__ void msm_prefetch(const T* p) {
 // random scalars accumulated at 6.9e8 additions/s against 1.48e9 for
 // additions of cached points (bench-data/arith). The pipeline costs
 // registers (162 against 128 for the plain loop, so 12 warps per SM
-// instead of 16), hence the variants below, chosen by measurement.
-template <class F, bool PREFETCH>
+// instead of 16), hence the variants below, chosen by measurement. With
+// VEC4 the bases are read with 16-byte loads (msm_load_affine_v4).
+template <class F, bool PREFETCH, bool VEC4 = false>
 __device__ __forceinline__ void msm_accumulate(const uint2* entries, uint32_t e, uint32_t per,
                                                const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys,
                                                xyzz_t<F>* out_vals, uint32_t carry) {
@@ -112,7 +130,7 @@ __device__ __forceinline__ void msm_accumulate(const uint2* entries, uint32_t e,
             acc = carry && k != MSM_NO_KEY ? buckets[k] : msm_inf<F>();
         }
         if (i < end) {
-            affine_t<F> p = bases[e0.y & ~MSM_NEG_BIT];
+            affine_t<F> p = VEC4 ? msm_load_affine_v4(bases + (e0.y & ~MSM_NEG_BIT)) : bases[e0.y & ~MSM_NEG_BIT];
             if (e0.y & MSM_NEG_BIT) p.y = -p.y;  // the identity (0, 0) stays itself
             acc = msm_madd_nl(acc, p);
         }
@@ -253,9 +271,10 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
 
 // The entry points of one curve's module (kernels/msm_g1.cu, msm_g2.cu):
 // msm_<op>_<G>_bls12_381 over the coordinate field F.
-// Level-0 accumulation comes in three variants (the host picks one by
+// Level-0 accumulation comes in five variants (the host picks one by
 // name, MsmConfig::accumulate): plain loads; the prefetch pipeline; the
-// pipeline held to 128 registers (4 blocks of MSM_CURVE_THREADS per SM).
+// pipeline held to 128 registers (4 blocks of MSM_CURVE_THREADS per SM);
+// plain and prefetch128 with 16-byte loads of the bases.
 #define MSM_CURVE_KERNELS(G, F)                                                                                  \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_plain_##G##_bls12_381(      \
         const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
@@ -272,6 +291,18 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
                                                    const affine_t<F>* bases, xyzz_t<F>* buckets,               \
                                                    uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {  \
         msm_accumulate<F, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                   \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_plain_v4_##G##_bls12_381(   \
+        const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
+        uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {                                             \
+        msm_accumulate<F, false, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);            \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS, 4)                                         \
+        msm_accumulate_prefetch128_v4_##G##_bls12_381(const uint2* entries, uint32_t e, uint32_t per,          \
+                                                      const affine_t<F>* bases, xyzz_t<F>* buckets,            \
+                                                      uint32_t* out_keys, xyzz_t<F>* out_vals,                 \
+                                                      uint32_t carry) {                                        \
+        msm_accumulate<F, true, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);             \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_partials_##G##_bls12_381(   \
         const uint32_t* in_keys, const xyzz_t<F>* in_vals, uint32_t l, uint32_t per, xyzz_t<F>* buckets,      \

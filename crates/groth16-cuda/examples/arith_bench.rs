@@ -1,6 +1,6 @@
 //! Throughput of the CUDA field and curve arithmetic (module `arith_bench`):
-//! Fr and Fq Montgomery multiplications per second and G1 XYZZ mixed
-//! additions per second, each beside the device's 32-bit integer
+//! Fr and Fq Montgomery multiplications and squarings per second and G1
+//! XYZZ mixed additions per second, each beside the device's 32-bit integer
 //! multiply-add peak (SM count x 64 IMAD lanes x clock). Timed with CUDA
 //! events; one warm-up, then the median of 7 runs. Writes the bench-data
 //! JSON to stdout.
@@ -30,6 +30,11 @@ use serde_json::json;
 /// per limb of b, four chains of N multiply-adds plus one multiply for m.
 const fn imads_per_mul(n: u64) -> u64 {
     n * (4 * n + 1)
+}
+/// IMADs per squaring (`mont_t::sqr`): N(N - 1) for the cross products, 2N
+/// for the squares, N rows of 2N + 1 for the reduction.
+const fn imads_per_sqr(n: u64) -> u64 {
+    3 * n * n + 2 * n
 }
 /// The bench-only module of throughput kernels.
 const ARITH_BENCH: DeviceModule = cuzk_groth16_cuda::fatbin_module!("arith_bench");
@@ -99,8 +104,25 @@ fn main() -> Result<()> {
         imads_per_mul(12),
     ));
 
-    // XYZZ mixed addition (madd-2008-s): 10 Fq multiplications or squarings
-    // (u2, s2, pp, ppp, q2, r^2, two for y3, zz, zzz).
+    let s = bench_mul(&gpu, "arith_bench_sqr_fr_bls12_381", &fr, 512)?;
+    results.push(result(
+        "arith/fr_sqr/2^20x1024/random",
+        &s,
+        2.0 * 512.0 * n as f64,
+        imad_peak / imads_per_sqr(8) as f64,
+        imads_per_sqr(8),
+    ));
+    let s = bench_mul(&gpu, "arith_bench_sqr_fq_bls12_381", &fq, 128)?;
+    results.push(result(
+        "arith/fq_sqr/2^20x256/random",
+        &s,
+        2.0 * 128.0 * n as f64,
+        imad_peak / imads_per_sqr(12) as f64,
+        imads_per_sqr(12),
+    ));
+
+    // XYZZ mixed addition (madd-2008-s): 8 Fq multiplications (u2, s2, ppp,
+    // q2, two for y3, zz, zzz) and 2 squarings (pp, r^2).
     let table_len = 1024usize;
     let pts: Vec<G1Projective> = (0..table_len)
         .map(|_| G1Projective::random(&mut rng))
@@ -128,7 +150,7 @@ fn main() -> Result<()> {
         Ok(())
     })?;
     let adds = iters as f64 * n as f64;
-    let madd_imads = 10 * imads_per_mul(12);
+    let madd_imads = 8 * imads_per_mul(12) + 2 * imads_per_sqr(12);
     results.push(result(
         "arith/g1_xyzz_madd/2^20x64/random",
         &s,

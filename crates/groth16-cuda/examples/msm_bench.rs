@@ -281,6 +281,8 @@ fn pick_accumulate<A: BenchCurve>(
         Accumulate::Plain,
         Accumulate::Prefetch,
         Accumulate::Prefetch128,
+        Accumulate::PlainV4,
+        Accumulate::Prefetch128V4,
     ] {
         let config = MsmConfig {
             accumulate,

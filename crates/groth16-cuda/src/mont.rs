@@ -91,6 +91,154 @@ pub fn mul<const N: usize>(a: &[u32; N], b: &[u32; N], modulus: &[u32; N], m0: u
     reduce_once(&t, modulus)
 }
 
+/// `a^2 / 2^(32N) mod modulus`, fully reduced, as the kernel's `sqr`
+/// computes it: the 2N-limb square from the products `a[i] * a[j]` with
+/// i < j (once, then doubled) and the N squares `a[i]^2`, then a Montgomery
+/// reduction of its low half, to which the high half is added.
+///
+/// The cross products of row i (fixed i, j = i + 1 ..) fall on limb pairs
+/// starting at i + j, alternately odd and even: those at odd positions go to
+/// `odd` (limb k of weight 2^(32(k+1))), those at even ones to `even`, so each
+/// row is two carry chains over disjoint limbs. Each row reaches one limb
+/// higher than the one before, in one array or the other: that chain writes
+/// its top pair fresh, and the other chain's carry out (same weight) is added
+/// into the fresh top limb, which cannot overflow.
+pub fn sqr<const N: usize>(a: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N] {
+    assert!(N >= 4 && N.is_multiple_of(2), "the limb count must be even, 4 or more");
+    assert!(
+        modulus[N - 1] < 1 << 31,
+        "the modulus must be below 2^(32N - 1)"
+    );
+    let w = square_wide(a);
+    // Montgomery reduction of the low half: row 0 adds m * modulus to it;
+    // each later row divides by 2^32 and adds the next m * modulus in one
+    // pass (`mul_row` with the modulus as `a`).
+    let mut even: [u32; N] = std::array::from_fn(|k| w[k]);
+    let mut odd = [0u32; N];
+    redc_row(&mut even, &mut odd, modulus, m0);
+    let mut i = 1;
+    while i < N {
+        redc_shift_row(&mut odd, &mut even, modulus, m0);
+        if i + 1 < N {
+            redc_shift_row(&mut even, &mut odd, modulus, m0);
+        }
+        i += 2;
+    }
+    assert_eq!(odd[0], 0, "the last row left limb 0 nonzero");
+    // Divide by 2^32 and add the high half: below 1.5 modulus (the reduced
+    // low half is at most the modulus, the high half below a^2 / 2^(32N) <
+    // modulus / 2).
+    let mut t = [0u32; N];
+    let mut chain = Chain { carry: 0 };
+    t[0] = chain.add(true, even[0], odd[1]);
+    for k in 1..N - 1 {
+        t[k] = chain.add(false, even[k], odd[k + 1]);
+    }
+    t[N - 1] = chain.add(false, even[N - 1], 0);
+    chain.dropped("dividing the last reduction row by 2^32");
+    t[0] = chain.add(true, t[0], w[N]);
+    for k in 1..N {
+        t[k] = chain.add(false, t[k], w[N + k]);
+    }
+    chain.dropped("adding the square's high half");
+    reduce_once(&t, modulus)
+}
+
+/// The full square of `a` as 2N limbs (the `w` of the kernel's `sqr`), exact
+/// for every `a` below 2^(32N). A vector: 2N is not a const expression here.
+fn square_wide<const N: usize>(a: &[u32; N]) -> Vec<u32> {
+    let lo = |x: u32, y: u32| x.wrapping_mul(y);
+    let hi = |x: u32, y: u32| ((u64::from(x) * u64::from(y)) >> 32) as u32;
+    // `even[k]` has weight 2^(32k), `odd[k]` 2^(32(k+1)). The kernel leaves
+    // limbs unset until a row writes them; here they start as garbage, so a
+    // read before the first write spoils the result.
+    let mut even = vec![0xdead_beef_u32; 2 * N];
+    let mut odd = vec![0xdead_beef_u32; 2 * N];
+    // Row 0 writes everything fresh: a[0] * a[odd j] on odd[j-1 ..], a[0] *
+    // a[even j > 0] on even[j ..].
+    for j in (1..N).step_by(2) {
+        odd[j - 1] = lo(a[0], a[j]);
+        odd[j] = hi(a[0], a[j]);
+    }
+    for j in (2..N).step_by(2) {
+        even[j] = lo(a[0], a[j]);
+        even[j + 1] = hi(a[0], a[j]);
+    }
+    for i in 1..N - 1 {
+        // Row i: j = i + 1, i + 3, .. land on odd[2i ..] (positions 2i + 1,
+        // ..), j = i + 2, i + 4, .. on even[2i + 2 ..]. With N - 1 - i
+        // products, odd when i is even: then the odd chain's top pair
+        // (odd[i + N - 2], odd[i + N - 1]) is fresh and the even chain's
+        // carry goes into odd[i + N - 1]; when i is odd the even chain's top
+        // pair (even[i + N - 1], even[i + N]) is fresh and the odd chain's
+        // carry goes into even[i + N].
+        let odd_js: Vec<usize> = (i + 1..N).step_by(2).collect();
+        let even_js: Vec<usize> = (i + 2..N).step_by(2).collect();
+        let fresh_on_odd = i % 2 == 0;
+        let mut chain = Chain { carry: 0 };
+        let run = |chain: &mut Chain, arr: &mut Vec<u32>, js: &[usize], base: usize, fresh_top: bool| {
+            for (t, &j) in js.iter().enumerate() {
+                let k = base + 2 * t;
+                let last = t + 1 == js.len();
+                if fresh_top && last {
+                    arr[k] = chain.mad_lo(t == 0, a[i], a[j], 0);
+                    arr[k + 1] = chain.mad_hi(a[i], a[j], 0);
+                    chain.dropped("a fresh top pair (madc.hi)");
+                } else {
+                    arr[k] = chain.mad_lo(t == 0, a[i], a[j], arr[k]);
+                    arr[k + 1] = chain.mad_hi(a[i], a[j], arr[k + 1]);
+                }
+            }
+        };
+        if fresh_on_odd {
+            run(&mut chain, &mut odd, &odd_js, 2 * i, true);
+            let mut c = Chain { carry: 0 };
+            run(&mut c, &mut even, &even_js, 2 * i + 2, false);
+            if !even_js.is_empty() {
+                odd[i + N - 1] = c.add(false, odd[i + N - 1], 0);
+                c.dropped("the even chain's carry into the fresh top limb");
+            }
+        } else {
+            run(&mut chain, &mut even, &even_js, 2 * i + 2, true);
+            let mut c = Chain { carry: 0 };
+            run(&mut c, &mut odd, &odd_js, 2 * i, false);
+            even[i + N] = c.add(false, even[i + N], 0);
+            c.dropped("the odd chain's carry into the fresh top limb");
+        }
+    }
+    // Merge: w = even + 2^32 odd over limbs 1 .. 2N - 2 (even[0], even[1]
+    // are zero: no cross product lands below limb 1).
+    let mut w = vec![0u32; 2 * N];
+    let mut chain = Chain { carry: 0 };
+    w[1] = odd[0];
+    for k in 2..2 * N - 2 {
+        w[k] = chain.add(k == 2, even[k], odd[k - 1]);
+    }
+    w[2 * N - 2] = chain.add(false, odd[2 * N - 3], 0);
+    // The cross products sum to under a^2 / 2 < 2^(64N - 1): limb 2N - 1 is 0.
+    chain.dropped("merging the cross products");
+    // Double.
+    for k in 1..2 * N - 1 {
+        w[k] = chain.add(k == 1, w[k], w[k]);
+    }
+    w[2 * N - 1] = chain.add(false, 0, 0);
+    // Add the squares a[k]^2 on limbs (2k, 2k + 1).
+    for k in 0..N {
+        w[2 * k] = chain.mad_lo(k == 0, a[k], a[k], w[2 * k]);
+        w[2 * k + 1] = chain.mad_hi(a[k], a[k], w[2 * k + 1]);
+    }
+    chain.dropped("the square's top limb");
+    w
+}
+
+/// A reduction row after the first: divides by 2^32 (as `mul_row`'s shift)
+/// and adds m * modulus, m chosen to clear the new limb 0.
+fn redc_shift_row<const N: usize>(lo: &mut [u32; N], hi: &mut [u32; N], modulus: &[u32; N], m0: u32) {
+    let m = lo[0].wrapping_add(hi[1]).wrapping_mul(m0);
+    mul_row(lo, hi, modulus, m);
+    assert_eq!(lo[0], 0, "m did not clear limb 0");
+}
+
 /// A row after the first: `lo` is the previous row's `hi`; `hi` becomes the
 /// previous `lo` shifted down two limbs, its limb 1 added into `lo[0]`.
 fn mul_row<const N: usize>(lo: &mut [u32; N], hi: &mut [u32; N], a: &[u32; N], bi: u32) {
@@ -282,6 +430,71 @@ mod tests {
         let one_mont: [u32; 12] = limbs(&r.to_bytes_le());
         let x = random_below(&FQ_MOD, &mut rng);
         assert_eq!(mul(&x, &one_mont, &FQ_MOD, FQ_M0), x);
+    }
+
+    /// The twin's square of canonical limbs x is x^2 / R, and equals its
+    /// own product x * x.
+    fn check_sqr<const N: usize, F: PrimeFieldBytes>(x: &[u32; N], modulus: &[u32; N], m0: u32, r: F) {
+        let got = sqr(x, modulus, m0);
+        assert_eq!(got, mul(x, x, modulus, m0), "sqr vs mul of {x:x?}");
+        let fx = F::from_le(&bytes(x)).unwrap();
+        let fz = F::from_le(&bytes(&got));
+        assert!(fz.is_some(), "{x:x?}^2 is not reduced: {got:x?}");
+        assert_eq!(fz.unwrap() * r, fx.square(), "{x:x?}^2");
+    }
+
+    /// Little-endian canonical bytes into the field, for both test fields.
+    trait PrimeFieldBytes: Field {
+        fn from_le(bytes: &[u8]) -> Option<Self>;
+    }
+    impl PrimeFieldBytes for Scalar {
+        fn from_le(bytes: &[u8]) -> Option<Self> {
+            Scalar::from_bytes_le(bytes.try_into().unwrap()).into()
+        }
+    }
+    impl PrimeFieldBytes for Fp {
+        fn from_le(bytes: &[u8]) -> Option<Self> {
+            Fp::from_bytes_le(bytes.try_into().unwrap()).into()
+        }
+    }
+
+    #[test]
+    fn squares_match_blstrs_and_the_product_on_edges_and_random_values() {
+        let mut rng = ChaCha20Rng::seed_from_u64(23);
+        let r = Scalar::from(2u64).pow_vartime([256]);
+        for x in edges(&FR_MOD, &mut rng) {
+            check_sqr(&x, &FR_MOD, FR_M0, r);
+        }
+        for _ in 0..20_000 {
+            check_sqr(&random_below(&FR_MOD, &mut rng), &FR_MOD, FR_M0, r);
+        }
+        let r = Fp::from(2u64).pow_vartime([384]);
+        for x in edges(&FQ_MOD, &mut rng) {
+            check_sqr(&x, &FQ_MOD, FQ_M0, r);
+        }
+        for _ in 0..20_000 {
+            check_sqr(&random_below(&FQ_MOD, &mut rng), &FQ_MOD, FQ_M0, r);
+        }
+    }
+
+    #[test]
+    fn the_wide_square_is_exact_for_all_ones_limbs() {
+        // (2^(32N) - 1)^2 = 2^(64N) - 2^(32N + 1) + 1: every cross-product
+        // chain and the doubling carry as far as they can.
+        for n in [4usize, 8, 12] {
+            let w = match n {
+                4 => square_wide(&[u32::MAX; 4]),
+                8 => square_wide(&[u32::MAX; 8]),
+                _ => square_wide(&[u32::MAX; 12]),
+            };
+            let mut want = vec![0u32; 2 * n];
+            want[0] = 1;
+            want[n] = 0xffff_fffe;
+            for limb in &mut want[n + 1..] {
+                *limb = u32::MAX;
+            }
+            assert_eq!(w, want, "N = {n}");
+        }
     }
 
     #[test]

@@ -213,6 +213,15 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
             ..MsmConfig::default()
         },
         MsmConfig {
+            accumulate: Accumulate::PlainV4,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            accumulate: Accumulate::Prefetch128V4,
+            ones_separately: true,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
             window_bits: Some(2),
             ..MsmConfig::default()
         },

@@ -414,6 +414,10 @@ pub enum Accumulate {
     Prefetch,
     /// [`Accumulate::Prefetch`] held to 128 registers (4 blocks per SM).
     Prefetch128,
+    /// [`Accumulate::Plain`] with the bases read by 16-byte loads.
+    PlainV4,
+    /// [`Accumulate::Prefetch128`] with the bases read by 16-byte loads.
+    Prefetch128V4,
 }
 
 impl Accumulate {
@@ -424,6 +428,8 @@ impl Accumulate {
             Accumulate::Plain => "accumulate_plain",
             Accumulate::Prefetch => "accumulate_prefetch",
             Accumulate::Prefetch128 => "accumulate_prefetch128",
+            Accumulate::PlainV4 => "accumulate_plain_v4",
+            Accumulate::Prefetch128V4 => "accumulate_prefetch128_v4",
         }
     }
 }
