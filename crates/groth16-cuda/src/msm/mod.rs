@@ -100,7 +100,7 @@ impl MsmAffine for G1Affine {
     type Coord = Fp;
     const CURVE: &'static str = "g1";
     const MODULE: &'static str = "msm_g1";
-    const FASTEST_ACCUMULATE: Accumulate = Accumulate::Plain;
+    const FASTEST_ACCUMULATE: Accumulate = Accumulate::PlainV4;
     fn from_xyzz(xyzz: &[Fp]) -> G1Projective {
         match xyzz_to_jacobian(xyzz) {
             Some((x, y, z)) => G1Projective::from_raw_unchecked(x, y, z),
@@ -401,10 +401,14 @@ impl MsmConfig {
 /// Measured on an H200 (bench-data/msm/2026-11-29-ea85b80-pippenger.json):
 /// G1, 2^24 random scalars: plain 318 ms, prefetch 382 ms, prefetch128 370
 /// ms; G2, 2^22 random: plain 247 ms, prefetch 249 ms, prefetch128 228 ms.
-/// [`Accumulate::Auto`] takes the fastest per curve.
+/// With the two-half-sum multiplication and the dedicated squaring
+/// (bench-data/msm/2026-12-04-782971c-sqr-v4.json): G1 2^24 plain 131.8 ms,
+/// prefetch 131.7, prefetch128 144.9, plain_v4 128.3, prefetch128_v4 141.7;
+/// G2 2^22 plain 183.3, prefetch 184.3, prefetch128 180.5, plain_v4 181.3,
+/// prefetch128_v4 181.3. [`Accumulate::Auto`] takes the fastest per curve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accumulate {
-    /// The measured fastest for the curve: [`Accumulate::Plain`] for G1,
+    /// The measured fastest for the curve: [`Accumulate::PlainV4`] for G1,
     /// [`Accumulate::Prefetch128`] for G2.
     Auto,
     /// Each addition loads its entry, then its base.
