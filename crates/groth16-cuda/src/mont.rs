@@ -104,7 +104,10 @@ pub fn mul<const N: usize>(a: &[u32; N], b: &[u32; N], modulus: &[u32; N], m0: u
 /// its top pair fresh, and the other chain's carry out (same weight) is added
 /// into the fresh top limb, which cannot overflow.
 pub fn sqr<const N: usize>(a: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N] {
-    assert!(N >= 4 && N.is_multiple_of(2), "the limb count must be even, 4 or more");
+    assert!(
+        N >= 4 && N.is_multiple_of(2),
+        "the limb count must be even, 4 or more"
+    );
     assert!(
         modulus[N - 1] < 1 << 31,
         "the modulus must be below 2^(32N - 1)"
@@ -176,20 +179,21 @@ fn square_wide<const N: usize>(a: &[u32; N]) -> Vec<u32> {
         let even_js: Vec<usize> = (i + 2..N).step_by(2).collect();
         let fresh_on_odd = i % 2 == 0;
         let mut chain = Chain { carry: 0 };
-        let run = |chain: &mut Chain, arr: &mut Vec<u32>, js: &[usize], base: usize, fresh_top: bool| {
-            for (t, &j) in js.iter().enumerate() {
-                let k = base + 2 * t;
-                let last = t + 1 == js.len();
-                if fresh_top && last {
-                    arr[k] = chain.mad_lo(t == 0, a[i], a[j], 0);
-                    arr[k + 1] = chain.mad_hi(a[i], a[j], 0);
-                    chain.dropped("a fresh top pair (madc.hi)");
-                } else {
-                    arr[k] = chain.mad_lo(t == 0, a[i], a[j], arr[k]);
-                    arr[k + 1] = chain.mad_hi(a[i], a[j], arr[k + 1]);
+        let run =
+            |chain: &mut Chain, arr: &mut Vec<u32>, js: &[usize], base: usize, fresh_top: bool| {
+                for (t, &j) in js.iter().enumerate() {
+                    let k = base + 2 * t;
+                    let last = t + 1 == js.len();
+                    if fresh_top && last {
+                        arr[k] = chain.mad_lo(t == 0, a[i], a[j], 0);
+                        arr[k + 1] = chain.mad_hi(a[i], a[j], 0);
+                        chain.dropped("a fresh top pair (madc.hi)");
+                    } else {
+                        arr[k] = chain.mad_lo(t == 0, a[i], a[j], arr[k]);
+                        arr[k + 1] = chain.mad_hi(a[i], a[j], arr[k + 1]);
+                    }
                 }
-            }
-        };
+            };
         if fresh_on_odd {
             run(&mut chain, &mut odd, &odd_js, 2 * i, true);
             let mut c = Chain { carry: 0 };
@@ -218,8 +222,8 @@ fn square_wide<const N: usize>(a: &[u32; N]) -> Vec<u32> {
     // The cross products sum to under a^2 / 2 < 2^(64N - 1): limb 2N - 1 is 0.
     chain.dropped("merging the cross products");
     // Double.
-    for k in 1..2 * N - 1 {
-        w[k] = chain.add(k == 1, w[k], w[k]);
+    for (k, limb) in w.iter_mut().enumerate().take(2 * N - 1).skip(1) {
+        *limb = chain.add(k == 1, *limb, *limb);
     }
     w[2 * N - 1] = chain.add(false, 0, 0);
     // Add the squares a[k]^2 on limbs (2k, 2k + 1).
@@ -233,7 +237,12 @@ fn square_wide<const N: usize>(a: &[u32; N]) -> Vec<u32> {
 
 /// A reduction row after the first: divides by 2^32 (as `mul_row`'s shift)
 /// and adds m * modulus, m chosen to clear the new limb 0.
-fn redc_shift_row<const N: usize>(lo: &mut [u32; N], hi: &mut [u32; N], modulus: &[u32; N], m0: u32) {
+fn redc_shift_row<const N: usize>(
+    lo: &mut [u32; N],
+    hi: &mut [u32; N],
+    modulus: &[u32; N],
+    m0: u32,
+) {
     let m = lo[0].wrapping_add(hi[1]).wrapping_mul(m0);
     mul_row(lo, hi, modulus, m);
     assert_eq!(lo[0], 0, "m did not clear limb 0");
@@ -434,7 +443,12 @@ mod tests {
 
     /// The twin's square of canonical limbs x is x^2 / R, and equals its
     /// own product x * x.
-    fn check_sqr<const N: usize, F: PrimeFieldBytes>(x: &[u32; N], modulus: &[u32; N], m0: u32, r: F) {
+    fn check_sqr<const N: usize, F: PrimeFieldBytes>(
+        x: &[u32; N],
+        modulus: &[u32; N],
+        m0: u32,
+        r: F,
+    ) {
         let got = sqr(x, modulus, m0);
         assert_eq!(got, mul(x, x, modulus, m0), "sqr vs mul of {x:x?}");
         let fx = F::from_le(&bytes(x)).unwrap();
