@@ -78,7 +78,12 @@ pub fn mul<const N: usize>(a: &[u32; N], b: &[u32; N], modulus: &[u32; N], m0: u
         }
         i += 2;
     }
-    // The last row's low half is `odd` (limb 0 cleared), its high half `even`.
+    reduce_once(&divide_last_row(&even, &odd), modulus)
+}
+
+/// The last row's value divided by 2^32: its low half is `odd` (limb 0
+/// cleared), its high half `even`.
+fn divide_last_row<const N: usize>(even: &[u32; N], odd: &[u32; N]) -> [u32; N] {
     assert_eq!(odd[0], 0, "the last row left limb 0 nonzero");
     let mut t = [0u32; N];
     let mut chain = Chain { carry: 0 };
@@ -88,7 +93,7 @@ pub fn mul<const N: usize>(a: &[u32; N], b: &[u32; N], modulus: &[u32; N], m0: u
     }
     t[N - 1] = chain.add(false, even[N - 1], 0);
     chain.dropped("dividing the last row by 2^32");
-    reduce_once(&t, modulus)
+    t
 }
 
 /// `a^2 / 2^(32N) mod modulus`, fully reduced, as the kernel's `sqr`
@@ -127,18 +132,11 @@ pub fn sqr<const N: usize>(a: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N
         }
         i += 2;
     }
-    assert_eq!(odd[0], 0, "the last row left limb 0 nonzero");
     // Divide by 2^32 and add the high half: below 1.5 modulus (the reduced
     // low half is at most the modulus, the high half below a^2 / 2^(32N) <
     // modulus / 2).
-    let mut t = [0u32; N];
+    let mut t = divide_last_row(&even, &odd);
     let mut chain = Chain { carry: 0 };
-    t[0] = chain.add(true, even[0], odd[1]);
-    for k in 1..N - 1 {
-        t[k] = chain.add(false, even[k], odd[k + 1]);
-    }
-    t[N - 1] = chain.add(false, even[N - 1], 0);
-    chain.dropped("dividing the last reduction row by 2^32");
     t[0] = chain.add(true, t[0], w[N]);
     for k in 1..N {
         t[k] = chain.add(false, t[k], w[N + k]);
