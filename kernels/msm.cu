@@ -14,8 +14,8 @@ extern "C" __global__ void msm_classify_bls12_381(const fr_t* scalars, uint32_t 
 }
 
 extern "C" __global__ void msm_histogram_bls12_381(const fr_t* scalars, uint32_t m, uint32_t c, uint32_t w0,
-                                                   uint32_t w1, uint32_t* counts) {
-    msm_histogram(scalars, m, c, w0, w1, counts);
+                                                   uint32_t w1, uint32_t* counts, uint32_t fold) {
+    msm_histogram(scalars, m, c, w0, w1, counts, fold);
 }
 
 extern "C" __global__ void msm_scan_reduce_bls12_381(const uint32_t* in, uint32_t n, uint32_t per, uint32_t* sums) {
@@ -29,6 +29,7 @@ extern "C" __global__ void msm_scan_apply_bls12_381(const uint32_t* in, uint32_t
 }
 
 extern "C" __global__ void msm_scatter_bls12_381(const fr_t* scalars, const uint32_t* idx, uint32_t m, uint32_t c,
-                                                 uint32_t w0, uint32_t w1, uint32_t* offsets, uint2* entries) {
-    msm_scatter(scalars, idx, m, c, w0, w1, offsets, entries);
+                                                 uint32_t w0, uint32_t w1, uint32_t* offsets, uint2* entries,
+                                                 uint32_t fold_stride) {
+    msm_scatter(scalars, idx, m, c, w0, w1, offsets, entries, fold_stride);
 }

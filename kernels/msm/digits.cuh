@@ -104,9 +104,11 @@ __device__ __forceinline__ void msm_classify(const fr_t* scalars, uint32_t n, co
 
 // Histogram of the nonzero digits of windows [w0, w1) of the m canonical
 // scalars: counts[(w - w0) * nb + |d| - 1] with nb = 2^(c-1) buckets per
-// window. counts starts zeroed.
+// window; with `fold` set, counts[|d| - 1] (every window's digits go to
+// one set of buckets: the bases come with their multiples 2^(c w), see
+// msm_scatter). counts starts zeroed.
 __device__ __forceinline__ void msm_histogram(const fr_t* scalars, uint32_t m, uint32_t c, uint32_t w0, uint32_t w1,
-                                              uint32_t* counts) {
+                                              uint32_t* counts, uint32_t fold) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= m) return;
     const fr_t s = scalars[i];
@@ -116,7 +118,7 @@ __device__ __forceinline__ void msm_histogram(const fr_t* scalars, uint32_t m, u
         int32_t d = msm_digit(s, w, c, carry);
         if (w >= w0 && d != 0) {
             uint32_t mag = d < 0 ? (uint32_t)(-d) : (uint32_t)d;
-            msm_count_key(counts, (w - w0) * nb + mag - 1);
+            msm_count_key(counts, (fold ? 0 : (w - w0) * nb) + mag - 1);
         }
     }
 }
@@ -128,8 +130,14 @@ __device__ __forceinline__ void msm_histogram(const fr_t* scalars, uint32_t m, u
 // store: the scatter's writes land at random, so one store per entry
 // instead of two halves its memory transactions. Within a bucket the
 // order is arbitrary.
+//
+// With fold_stride > 0 the bases come with their window multiples (base i
+// of window w, 2^(c w) times base i, at w * fold_stride + i): every window
+// shares the buckets |d| - 1, and the entry names the multiple, so one
+// bucket reduction serves all windows and no window combination is left.
 __device__ __forceinline__ void msm_scatter(const fr_t* scalars, const uint32_t* idx, uint32_t m, uint32_t c,
-                                            uint32_t w0, uint32_t w1, uint32_t* offsets, uint2* entries) {
+                                            uint32_t w0, uint32_t w1, uint32_t* offsets, uint2* entries,
+                                            uint32_t fold_stride) {
     uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= m) return;
     const fr_t s = scalars[i];
@@ -140,8 +148,14 @@ __device__ __forceinline__ void msm_scatter(const fr_t* scalars, const uint32_t*
         int32_t d = msm_digit(s, w, c, carry);
         if (w >= w0 && d != 0) {
             uint32_t mag = d < 0 ? (uint32_t)(-d) : (uint32_t)d;
-            uint32_t pos = msm_count_key(offsets, (w - w0) * nb + mag - 1);
-            entries[pos] = make_uint2(w * nb + mag - 1, base | (d < 0 ? MSM_NEG_BIT : 0u));
+            uint32_t sign = d < 0 ? MSM_NEG_BIT : 0u;
+            if (fold_stride) {
+                uint32_t pos = msm_count_key(offsets, mag - 1);
+                entries[pos] = make_uint2(mag - 1, (w * fold_stride + base) | sign);
+            } else {
+                uint32_t pos = msm_count_key(offsets, (w - w0) * nb + mag - 1);
+                entries[pos] = make_uint2(w * nb + mag - 1, base | sign);
+            }
         }
     }
 }

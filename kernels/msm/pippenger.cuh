@@ -261,6 +261,20 @@ __device__ __forceinline__ void msm_bucket_merge(xyzz_t<F>* t, xyzz_t<F>* r, uin
     r[a] = msm_add_nl(r[a], r[b]);
 }
 
+// out[i] = 2^c * in[i] for i < n (c doublings in XYZZ): the next window's
+// multiples of a parameter query's bases, made once when the bases are
+// uploaded (crates/groth16-cuda/src/msm, DeviceBases::with_window_multiples;
+// kernels/setup's to_affine converts them). The identity stays itself.
+template <class F>
+__device__ __forceinline__ void msm_shift(const affine_t<F>* in, uint32_t n, uint32_t c, xyzz_t<F>* out) {
+    uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const affine_t<F> p = in[i];
+    xyzz_t<F> acc = xyzz_t<F>::dbl(p);
+    for (uint32_t k = 1; k < c; k++) acc = acc.dbl();
+    out[i] = acc;
+}
+
 // out[i] = in[i * stride] for i < n: the window sums, for the host.
 template <class F>
 __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint32_t stride, xyzz_t<F>* out) {
@@ -331,4 +345,8 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS)                                            \
         msm_gather_##G##_bls12_381(const xyzz_t<F>* in, uint32_t n, uint32_t stride, xyzz_t<F>* out) {        \
         msm_gather<F>(in, n, stride, out);                                                                     \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS)                                            \
+        msm_shift_##G##_bls12_381(const affine_t<F>* in, uint32_t n, uint32_t c, xyzz_t<F>* out) {            \
+        msm_shift<F>(in, n, c, out);                                                                           \
     }

@@ -7,7 +7,10 @@
 //! summed apart (G1, Filecoin-shaped, 2^24), a per-phase profile at 2^24,
 //! and the accumulation kernel's variants (G1 at 2^24, G2 at 2^22), the
 //! fastest of which is used for every other figure of its curve (the
-//! JSON's "config" names it). Bases are resident and scalars already on the
+//! JSON's "config" names it), and G1 at 2^24 and 2^26, G2 at 2^24, over
+//! bases carrying their window multiples (`DeviceBases::with_window_multiples`,
+//! window sizes from MSM_BENCH_MULTIPLES, default 20,22,24, and
+//! MSM_BENCH_G2_MULTIPLES, default 20,22). Bases are resident and scalars already on the
 //! GPU, as the prover has them; a run is one `GpuMsm` call, result on the
 //! host (wall clock: the call waits for its result). One warm-up, then the
 //! median of 5 runs (3 at the largest sizes).
@@ -310,6 +313,108 @@ fn pick_accumulate<A: BenchCurve>(
     Ok(best.1)
 }
 
+/// Random MSMs at 2^24 and 2^26 (the scalars of the random series, at
+/// most 2^max_log) over bases carrying their window multiples, for each
+/// window size in `var` (comma-separated; empty: none): the time to make
+/// the multiples, their device memory, the MSM times and a profile at
+/// 2^24, each result checked against the plain MSM's of the same run.
+fn window_multiples<A: BenchCurve>(
+    gpu: &Arc<Gpu>,
+    host: &[A],
+    max_log: u32,
+    config: MsmConfig,
+    plain: &[Measured<A>],
+    var: (&str, &str),
+    extra: &mut Vec<Value>,
+) -> Result<()> {
+    let list = std::env::var(var.0).unwrap_or_else(|_| var.1.into());
+    let windows: Vec<u32> = list
+        .split(',')
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| {
+            c.trim()
+                .parse()
+                .with_context(|| format!("{}: window sizes, comma-separated", var.0))
+        })
+        .collect::<Result<_>>()?;
+    let logs: Vec<u32> = [24, 26].into_iter().filter(|&l| l <= max_log).collect();
+    if logs.is_empty() {
+        return Ok(());
+    }
+    let inputs: Vec<(u32, DeviceBuffer<Scalar>)> = logs
+        .iter()
+        .map(|&lg| {
+            Ok((
+                lg,
+                gpu.upload(&scalars(Kind::Random, 1 << lg, 1000 + u64::from(lg)))?,
+            ))
+        })
+        .collect::<Result<_>>()?;
+    for c in windows {
+        let start = Instant::now();
+        let bases = DeviceBases::upload(gpu, host)?.with_window_multiples(c)?;
+        let made = start.elapsed().as_secs_f64();
+        let bytes = bases.device_bytes();
+        log(format!(
+            "{} window multiples c = {c}: {made:.2} s to upload and make, {:.1} GB",
+            A::NAME,
+            bytes as f64 / 1e9
+        ));
+        for (lg, d) in &inputs {
+            let n = 1usize << lg;
+            let m = GpuMsm::with_config(Arc::clone(gpu), config);
+            let runs = if *lg >= 25 { 3 } else { 5 };
+            let (stat, got) = time_gpu(runs, || Ok(m.msm(&bases, d, None)?))?;
+            let check = match plain.iter().find(|p| p.lg == *lg) {
+                Some(p) if p.gpu == got.to_affine() => "equals the plain MSM's result".to_owned(),
+                Some(_) => {
+                    log(format!(
+                        "MISMATCH: {} random 2^{lg} with multiples of c = {c}",
+                        A::NAME
+                    ));
+                    "MISMATCH: differs from the plain MSM's result".to_owned()
+                }
+                None => "no plain MSM of this size to compare with".to_owned(),
+            };
+            let mut notes = format!(
+                "bases with window multiples of {c} bits ({:.1} GB on the device, {made:.2} s to \
+                 upload and make for 2^{max_log} bases); {check}",
+                bytes as f64 / 1e9
+            );
+            if *lg == 24 {
+                let p = GpuMsm::with_config(
+                    Arc::clone(gpu),
+                    MsmConfig {
+                        profile: true,
+                        ..config
+                    },
+                );
+                p.msm(&bases, d, None)?;
+                let phases: Vec<String> = p
+                    .last_profile()
+                    .iter()
+                    .map(|(p, t)| format!("{p} {:.2} ms", t * 1e3))
+                    .collect();
+                notes.push_str(&format!("; profiled run's phases: {}", phases.join(", ")));
+            }
+            log(format!(
+                "{} random 2^{lg} multiples c = {c}: {:.4} s ({:.3e} points/s); {notes}",
+                A::NAME,
+                stat.median,
+                n as f64 / stat.median
+            ));
+            extra.push(result(
+                format!("msm/{}/2^{lg}/random/multiples={c}", A::NAME),
+                &stat,
+                n,
+                None,
+                notes,
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let revision = args.get(1).cloned().unwrap_or_else(|| "unknown".into());
@@ -426,6 +531,15 @@ fn main() -> Result<()> {
         }
     }
     drop(bases);
+    window_multiples(
+        &gpu,
+        &g1_host,
+        max_log,
+        g1_config,
+        &g1_random,
+        ("MSM_BENCH_MULTIPLES", "20,22,24"),
+        &mut extra,
+    )?;
 
     // G2.
     let start = Instant::now();
@@ -441,6 +555,15 @@ fn main() -> Result<()> {
     let g2_random = series(&msm, &gpu, &bases, Kind::Random, &logs)?;
     let g2_filecoin = series(&msm, &gpu, &bases, Kind::Filecoin, &logs)?;
     drop(bases);
+    window_multiples(
+        &gpu,
+        &g2_host,
+        g2_max_log,
+        g2_config,
+        &g2_random,
+        ("MSM_BENCH_G2_MULTIPLES", "20,22"),
+        &mut extra,
+    )?;
 
     // CPU baselines within the budget: the small sizes of every series
     // first, then the larger ones. A series' first size is predicted from

@@ -125,10 +125,33 @@ impl MsmAffine for G2Affine {
 
 /// A parameter query's affine points, resident in one GPU's memory: upload
 /// once per parameter set, then use in any number of MSMs on that GPU.
+///
+/// Optionally with the multiples of every base for every window of a
+/// fixed window size ([`DeviceBases::with_window_multiples`]): 2^(c k) P_i
+/// for k < windows(c), made on the GPU once. An MSM over such bases puts
+/// every window's digits into one set of buckets (the entry names the
+/// multiple), so it reduces 2^(c-1) buckets once instead of per window and
+/// combines no windows, and wider windows (fewer of them, so fewer
+/// additions) pay off. The cost is memory: windows(c) copies of the bases
+/// ([`DeviceBases::device_bytes`]), allocated through the GPU's memory
+/// accounting like any buffer.
 #[derive(Debug)]
 pub struct DeviceBases<A: MsmAffine> {
+    /// The bases, then (with multiples) window 1's multiples of them, and
+    /// so on: `windows * len` points.
     points: DeviceBuffer<A>,
+    /// The number of bases.
+    len: usize,
+    /// With multiples: their window size.
+    multiples_of: Option<u32>,
 }
+
+/// Bases per launch when making window multiples: bounds the XYZZ and
+/// affine scratch (2^22 G1 points: 800 MB and 400 MB).
+const MULTIPLES_CHUNK: usize = 1 << 22;
+/// Points per field inversion in the affine conversion of window multiples
+/// (kernels/setup's to_affine, Montgomery's batch inversion per thread).
+const MULTIPLES_PER_INVERSION: usize = 32;
 
 impl<A: MsmAffine> DeviceBases<A> {
     /// Copies `bases` to the GPU. Identity points are allowed (they add
@@ -144,6 +167,8 @@ impl<A: MsmAffine> DeviceBases<A> {
         }
         Ok(DeviceBases {
             points: gpu.upload(bases)?,
+            len: bases.len(),
+            multiples_of: None,
         })
     }
 
@@ -157,7 +182,104 @@ impl<A: MsmAffine> DeviceBases<A> {
         }
         Ok(DeviceBases {
             points: DeviceBuffer::alloc(gpu, len, false)?,
+            len,
+            multiples_of: None,
         })
+    }
+
+    /// The same bases with their multiples for every window of `c` bits
+    /// (see [`DeviceBases`]), made on this GPU: windows(c) * len points in
+    /// all. Errors when `c` is outside the kernels' windows, when the
+    /// multiples would need indices past 2^31, or when device memory is
+    /// short (then the plain bases are dropped too: upload again).
+    pub fn with_window_multiples(self, c: u32) -> Result<Self> {
+        if !(MIN_WINDOW..=MAX_WINDOW).contains(&c) {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "a window of {c} bits; the kernels take {MIN_WINDOW} to {MAX_WINDOW}"
+                ),
+            });
+        }
+        let n = self.len;
+        let w = windows(c) as usize;
+        let total = n.checked_mul(w).filter(|&t| t <= MAX_LEN);
+        let Some(total) = total else {
+            return Err(Groth16Error::MsmShape {
+                detail: format!(
+                    "{n} bases times {w} windows of {c} bits are more than the {MAX_LEN} points \
+                     one MSM can index: take a narrower window or fewer bases"
+                ),
+            });
+        };
+        let gpu = Arc::clone(self.points.gpu());
+        let mut table = DeviceBuffer::<A>::alloc(&gpu, total, false)?;
+        table.copy_range_from(0, &self.points, 0, n)?;
+        drop(self);
+        if n > 0 && w > 1 {
+            let shift = gpu.kernel(A::MODULE, &format!("msm_shift_{}_bls12_381", A::CURVE))?;
+            let to_affine =
+                gpu.kernel("setup", &format!("setup_to_affine_{}_bls12_381", A::CURVE))?;
+            let chunk = n.min(MULTIPLES_CHUNK);
+            let mut xyzz = DeviceBuffer::<A::Coord>::alloc(&gpu, 4 * chunk, false)?;
+            let mut affine = DeviceBuffer::<A>::alloc(&gpu, chunk, false)?;
+            for k in 1..w {
+                for a in (0..n).step_by(chunk) {
+                    let len = chunk.min(n - a);
+                    // len <= MULTIPLES_CHUNK < 2^32.
+                    let len32 = len as u32;
+                    {
+                        let prev = table.range((k - 1) * n + a, len)?;
+                        // SAFETY: msm_shift_<G>_bls12_381(const affine_t*
+                        // in, uint32_t n, uint32_t c, xyzz_t* out): thread
+                        // i < len reads in[i] (the range holds len points,
+                        // written by the copy or the previous window's
+                        // conversion, ordered before on the stream) and
+                        // writes out[i] (xyzz holds chunk >= len XYZZ
+                        // points, 4 coordinates each).
+                        unsafe {
+                            shift
+                                .args()
+                                .range(&prev)
+                                .arg(&len32)
+                                .arg(&c)
+                                .buf_mut(&mut xyzz)
+                                .launch(grid_1d(len, CURVE_BLOCK)?)?;
+                        }
+                    }
+                    let threads = len.div_ceil(MULTIPLES_PER_INVERSION);
+                    // SAFETY: setup_to_affine_<G>_bls12_381(const xyzz_t*
+                    // in, uint32_t n, affine_t* out): in holds len XYZZ
+                    // points (chunk >= len) and out chunk >= len affine
+                    // points; thread t touches indices t + j * (grid
+                    // threads) < len only.
+                    unsafe {
+                        to_affine
+                            .args()
+                            .buf(&xyzz)
+                            .arg(&len32)
+                            .buf_mut(&mut affine)
+                            .launch(grid_1d(threads, CURVE_BLOCK)?)?;
+                    }
+                    table.copy_range_from(k * n + a, &affine, 0, len)?;
+                }
+            }
+            gpu.synchronize()?;
+        }
+        Ok(DeviceBases {
+            points: table,
+            len: n,
+            multiples_of: Some(c),
+        })
+    }
+
+    /// The window size of the multiples these bases carry, if any.
+    pub fn multiples_window(&self) -> Option<u32> {
+        self.multiples_of
+    }
+
+    /// Device memory the points take (with multiples: all windows').
+    pub fn device_bytes(&self) -> u64 {
+        self.points.size_bytes() as u64
     }
 
     /// The points, to fill.
@@ -165,20 +287,49 @@ impl<A: MsmAffine> DeviceBases<A> {
         &mut self.points
     }
 
-    /// The number of points.
+    /// The number of bases (not counting multiples).
     pub fn len(&self) -> usize {
-        self.points.len()
+        self.len
     }
 
     /// True when there is no point.
     pub fn is_empty(&self) -> bool {
-        self.points.is_empty()
+        self.len == 0
     }
 
-    /// The points, for kernels of other stages.
+    /// The points, for kernels of other stages: the bases first (indices
+    /// below [`DeviceBases::len`]), then any multiples.
     pub fn buffer(&self) -> &DeviceBuffer<A> {
         &self.points
     }
+}
+
+/// The CPU twin of [`DeviceBases::with_window_multiples`]: the bases, then
+/// for each window k in 1..windows(c) the multiples 2^(c k) P_i, window
+/// after window (the device buffer's layout).
+pub fn window_multiples_cpu<A>(bases: &[A], c: u32) -> Vec<A>
+where
+    A: MsmAffine,
+    A::Projective: group::Curve<AffineRepr = A> + From<A>,
+{
+    use group::Curve;
+    use rayon::prelude::*;
+    let n = bases.len();
+    let w = windows(c) as usize;
+    let mut out = bases.to_vec();
+    out.reserve(n * (w - 1));
+    let mut proj: Vec<A::Projective> = bases.par_iter().map(|&b| b.into()).collect();
+    let mut affine = bases.to_vec();
+    for _ in 1..w {
+        proj.par_iter_mut().for_each(|p| {
+            for _ in 0..c {
+                *p = p.double();
+            }
+        });
+        A::Projective::batch_normalize(&proj, &mut affine);
+        out.extend_from_slice(&affine);
+    }
+    out
 }
 
 /// Which variables a parameter query has a point for (bellperson's density
@@ -798,7 +949,7 @@ impl GpuMsm {
             ones: A::Projective::identity(),
         };
         carried.s.profile.clear();
-        carried.run().clear_buckets::<A>(c)?;
+        carried.run().clear_buckets::<A>(c, windows(c))?;
         Ok(carried)
     }
 
@@ -919,7 +1070,7 @@ impl<A: MsmAffine> CarriedMsm<'_, A> {
             run.phase("ones")?;
         }
         if m > 0 {
-            run.passes::<A>(bases, m, c, true)?;
+            run.passes::<A>(bases, m, c, true, 0)?;
         }
         self.ones += ones;
         Ok(())
@@ -1122,18 +1273,29 @@ impl Run<'_> {
         Ok(A::from_xyzz(&host[..4]))
     }
 
-    /// Step 3: Pippenger over the m other scalars.
+    /// Step 3: Pippenger over the m other scalars; with window multiples
+    /// of the bases, in their window size and one set of buckets.
     fn pippenger<A: MsmAffine>(&mut self, bases: &DeviceBases<A>, m: u32) -> Result<A::Projective> {
+        if let Some(c) = bases.multiples_of {
+            let stride = u32_of(bases.len, "bases")?;
+            self.clear_buckets::<A>(c, 1)?;
+            self.passes::<A>(bases, m, c, false, stride)?;
+            let nb32 = u32_of(plan::buckets_per_window(c) as usize, "buckets per window")?;
+            let sums = self.reduce::<A>(1, nb32)?;
+            self.phase("bucket reduction")?;
+            return Ok(A::from_xyzz(&sums[..4]));
+        }
         let c = window_for::<A>(self.config, m as usize, 1)?;
-        self.clear_buckets::<A>(c)?;
-        self.passes::<A>(bases, m, c, false)?;
+        self.clear_buckets::<A>(c, windows(c))?;
+        self.passes::<A>(bases, m, c, false, 0)?;
         self.finish_buckets::<A>(c)
     }
 
-    /// Room for the buckets of all windows of `c` bits, set to the identity.
-    fn clear_buckets<A: MsmAffine>(&mut self, c: u32) -> Result<()> {
+    /// Room for the buckets of `w_all` windows of `c` bits, set to the
+    /// identity.
+    fn clear_buckets<A: MsmAffine>(&mut self, c: u32, w_all: u32) -> Result<()> {
         let gpu = self.gpu;
-        let total_buckets = u64::from(windows(c)) * plan::buckets_per_window(c);
+        let total_buckets = u64::from(w_all) * plan::buckets_per_window(c);
         let cs = curve_scratch::<A::Coord>(&mut self.s.curves);
         let buckets = ensure(gpu, &mut cs.buckets, 4 * total_buckets as usize)?;
         clear(gpu, buckets, 4 * total_buckets as usize)
@@ -1142,13 +1304,16 @@ impl Run<'_> {
     /// The sorting passes and bucket accumulation of the m other scalars
     /// with windows of `c` bits, into buckets cleared by the caller;
     /// with `carry`, added to what the buckets hold (the buckets of one
-    /// query summed over several calls).
+    /// query summed over several calls). With `fold_stride` > 0 the bases
+    /// carry window multiples (window w's at w * fold_stride) and every
+    /// window shares one set of buckets, so passes after the first carry.
     fn passes<A: MsmAffine>(
         &mut self,
         bases: &DeviceBases<A>,
         m: u32,
         c: u32,
         carry: bool,
+        fold_stride: u32,
     ) -> Result<()> {
         let gpu = self.gpu;
         let w_all = windows(c);
@@ -1173,7 +1338,8 @@ impl Run<'_> {
             self.kernel(A::MODULE, self.config.accumulate.op::<A>(), Some(A::CURVE))?;
         let partials = self.kernel(A::MODULE, "accumulate_partials", Some(A::CURVE))?;
 
-        let kg_max = u64::from(group) * nb;
+        let fold = u32::from(fold_stride > 0);
+        let kg_max = if fold == 1 { nb } else { u64::from(group) * nb };
         {
             let s = &mut *self.s;
             ensure(gpu, &mut s.counts, kg_max as usize)?;
@@ -1182,12 +1348,12 @@ impl Run<'_> {
             ensure(gpu, &mut s.entries, max_entries as usize)?;
         }
         self.phase("pippenger setup")?;
-        let carry = u32::from(carry);
 
         let mut w0 = 0;
         while w0 < w_all {
             let w1 = (w0 + group).min(w_all);
-            let kg = (w1 - w0) * nb32;
+            let kg = if fold == 1 { nb32 } else { (w1 - w0) * nb32 };
+            let carry = u32::from(carry || (fold == 1 && w0 > 0));
             {
                 let s = &mut *self.s;
                 let (Some(other), Some(counts)) = (&s.other_scalars, &mut s.counts) else {
@@ -1196,9 +1362,10 @@ impl Run<'_> {
                 clear(gpu, counts, kg as usize)?;
                 // SAFETY: msm_histogram_bls12_381(const fr_t* scalars,
                 // uint32_t m, uint32_t c, uint32_t w0, uint32_t w1, uint32_t*
-                // counts): thread i < m reads scalars[i] (classify wrote m
-                // canonical scalars) and increments counts[(w - w0) * nb +
-                // |d| - 1] < (w1 - w0) * nb = kg <= counts.len().
+                // counts, uint32_t fold): thread i < m reads scalars[i]
+                // (classify wrote m canonical scalars) and increments
+                // counts[(w - w0) * nb + |d| - 1] < (w1 - w0) * nb = kg, or
+                // with fold counts[|d| - 1] < nb = kg; kg <= counts.len().
                 unsafe {
                     histogram
                         .args()
@@ -1208,6 +1375,7 @@ impl Run<'_> {
                         .arg(&w0)
                         .arg(&w1)
                         .buf_mut(counts)
+                        .arg(&fold)
                         .launch(grid(u64::from(m), SCALAR_BLOCK)?)?;
                 }
             }
@@ -1226,13 +1394,16 @@ impl Run<'_> {
                     };
                     // SAFETY: msm_scatter_bls12_381(const fr_t* scalars,
                     // const uint32_t* idx, uint32_t m, uint32_t c, uint32_t
-                    // w0, uint32_t w1, uint32_t* offsets, uint2* entries):
-                    // thread i < m reads scalars[i] and idx[i]; it advances
-                    // offsets[key] for keys below kg (offsets holds kg + 1)
+                    // w0, uint32_t w1, uint32_t* offsets, uint2* entries,
+                    // uint32_t fold_stride): thread i < m reads scalars[i]
+                    // and idx[i]; it advances offsets[key] for keys below
+                    // kg (offsets holds kg + 1, keys as in the histogram)
                     // and writes 8-byte entries (u64 elements) at the
                     // claimed positions, which the exclusive scan of the
                     // same digits' histogram bounds by e <= m * group =
-                    // entries.len().
+                    // entries.len(). With fold_stride the entries name
+                    // points w * fold_stride + idx[i] < windows * len, all
+                    // in the bases' buffer (made with the multiples).
                     unsafe {
                         scatter
                             .args()
@@ -1244,6 +1415,7 @@ impl Run<'_> {
                             .arg(&w1)
                             .buf_mut(offsets)
                             .buf_mut(entries)
+                            .arg(&fold_stride)
                             .launch(grid(u64::from(m), SCALAR_BLOCK)?)?;
                     }
                 }
@@ -1408,7 +1580,8 @@ impl Run<'_> {
         // ceil(e / per) = l reads entries in [s*per - 1, min(e, s*per +
         // per)) (the scatter wrote e of them) and prefetches or reads the
         // bases they name (the low 31 bits are indices of used variables,
-        // below bases.len()); it writes buckets[key] for keys below the
+        // below bases.len(), or with window multiples of their multiples,
+        // below the points' buffer length); it writes buckets[key] for keys below the
         // total bucket count (the buffer holds all of them), and
         // out_keys[s], out_vals[s] with s < l (lk0 and lv0 hold l entries).
         unsafe {
@@ -1536,6 +1709,49 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn window_multiples_cpu_are_powers_of_two_times_the_bases() {
+        use group::Curve;
+        use group::prime::PrimeCurveAffine;
+        let g = G1Projective::generator();
+        let bases: Vec<G1Affine> = vec![
+            g.to_affine(),
+            G1Affine::identity(),
+            (g * Scalar::from(7u64)).to_affine(),
+            (-g).to_affine(),
+        ];
+        let g2 = vec![G2Affine::generator(), G2Affine::identity()];
+        for c in [2, 5, 13, 24] {
+            let w = windows(c) as usize;
+            let got = window_multiples_cpu(&bases, c);
+            assert_eq!(got.len(), w * bases.len(), "c = {c}");
+            let got2 = window_multiples_cpu(&g2, c);
+            assert_eq!(got2.len(), w * g2.len(), "c = {c}");
+            for k in 0..w {
+                // 2^(c k) as a scalar: below r only while c k < 255, and
+                // then reduced mod r, which the point's order makes equal.
+                let shift = Scalar::from(2u64).pow_vartime([u64::from(c) * k as u64]);
+                for (i, b) in bases.iter().enumerate() {
+                    let want = (b.to_curve() * shift).to_affine();
+                    assert_eq!(
+                        got[k * bases.len() + i],
+                        want,
+                        "c = {c}, window {k}, base {i}"
+                    );
+                }
+                for (i, b) in g2.iter().enumerate() {
+                    let want = (b.to_curve() * shift).to_affine();
+                    assert_eq!(
+                        got2[k * g2.len() + i],
+                        want,
+                        "G2 c = {c}, window {k}, base {i}"
+                    );
+                }
+            }
+        }
+        assert!(window_multiples_cpu::<G1Affine>(&[], 9).is_empty());
+    }
 
     #[test]
     fn scratch_follows_the_device_memory() {
