@@ -257,6 +257,12 @@ pub struct EngineConfig {
     /// Where partitions wait between preparation and kernel region:
     /// `auto`, `device` or `host`.
     pub gpu_staging: GpuStaging,
+    /// Keep a resident parameter set's window multiples on the GPU where
+    /// they fit beside the set and two partitions (H first, then B_G2, L,
+    /// A, B_G1): about 1.17x faster G1 MSMs for windows(c) - 1 more copies
+    /// of each query kept (11 for 2^24 points); counted in the device
+    /// budget. For cards with room to spare; off by default.
+    pub gpu_window_multiples: bool,
     /// Spans the timeline keeps (the oldest are dropped beyond this).
     pub timeline_capacity: usize,
 }
@@ -281,6 +287,7 @@ impl Default for EngineConfig {
             gpu_stream_per_worker: true,
             gpu_abc: true,
             gpu_staging: GpuStaging::Auto,
+            gpu_window_multiples: false,
             timeline_capacity: 1 << 20,
         }
     }

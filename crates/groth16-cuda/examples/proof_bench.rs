@@ -24,6 +24,8 @@
 //!
 //! Usage: proof_bench <short git revision> <command line for the record>
 //!        [--sizes 20,22,24] [--runs 3] [--bellperson-max 24]
+//!        [--window-multiples false] (true: resident queries keep their
+//!        window multiples where the card has room, `GpuOptions::window_multiples`)
 //! Writes the bench-data JSON (area `prover`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]
@@ -37,7 +39,7 @@ use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Proof, create_proof};
 use blstrs::Scalar;
 use cuzk_groth16_cuda::fake::fake_params;
-use cuzk_groth16_cuda::{AbcInput, Bls12, GpuProver, Prover, ProverInput};
+use cuzk_groth16_cuda::{AbcInput, Bls12, GpuOptions, GpuProver, Prover, ProverInput};
 use cuzk_synth::circuits::CircuitSpec;
 use cuzk_synth::{Pce, Witness};
 use ff::Field;
@@ -51,6 +53,7 @@ struct Args {
     sizes: Vec<u32>,
     runs: usize,
     bellperson_max: u32,
+    window_multiples: bool,
 }
 
 fn args() -> Result<Args> {
@@ -63,6 +66,7 @@ fn args() -> Result<Args> {
         sizes: vec![20, 22, 24],
         runs: 3,
         bellperson_max: 24,
+        window_multiples: false,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -75,6 +79,11 @@ fn args() -> Result<Args> {
                     .context("--sizes takes comma-separated log2 sizes")?
             }
             "--runs" => a.runs = value.parse().context("--runs takes a count")?,
+            "--window-multiples" => {
+                a.window_multiples = value
+                    .parse()
+                    .context("--window-multiples takes true or false")?
+            }
             "--bellperson-max" => {
                 a.bellperson_max = value.parse().context("--bellperson-max takes a log2")?
             }
@@ -99,7 +108,14 @@ fn secs(d: Duration) -> f64 {
 
 fn main() -> Result<()> {
     let args = args()?;
-    let gpu = GpuProver::new(0).context("the CUDA backend needs a GPU")?;
+    let gpu = GpuProver::with_options(
+        0,
+        GpuOptions {
+            window_multiples: args.window_multiples,
+            ..GpuOptions::default()
+        },
+    )
+    .context("the CUDA backend needs a GPU")?;
     let gpu_name = gpu.gpu().name().to_owned();
     eprintln!("GPU 0: {gpu_name}");
     let mut results = Vec::new();

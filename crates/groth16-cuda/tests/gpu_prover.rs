@@ -10,6 +10,7 @@ use bellperson::groth16::{
 };
 use blstrs::Scalar;
 use cuzk_gpu_sched::testing::gpu_or_skip;
+use cuzk_groth16_cuda::msm::{multiples_window_bits, windows};
 use cuzk_groth16_cuda::{
     AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
     ProverInput, StageTimings, Staging, assemble,
@@ -154,6 +155,7 @@ fn streamed_parameters_give_the_same_proofs() {
                 gpu_abc: false,
                 memory_limit: None,
                 staging: Staging::Device,
+                window_multiples: false,
             },
         )
         .unwrap()
@@ -235,6 +237,70 @@ fn streamed_parameters_give_the_same_proofs() {
 /// under MSM H, parameters streamed (`Auto`) or resident; a/b/c from the
 /// PCE on the CPU or given by the caller. Byte-identical proofs, and no
 /// device memory needed outside the kernel region.
+/// Resident parameters with their window multiples (every query's that
+/// fits on the card: all of them at these sizes) give the same bytes as
+/// bellperson, and the prover counts the multiples in the memory it holds.
+#[test]
+fn window_multiples_give_the_same_proofs() {
+    let _device = shared();
+    let Some(_) = gpu_or_skip("window_multiples_give_the_same_proofs") else {
+        return;
+    };
+    let prover = GpuProver::with_options(
+        0,
+        GpuOptions {
+            params: ParamsPlacement::Resident,
+            window_multiples: true,
+            ..GpuOptions::default()
+        },
+    )
+    .unwrap();
+    let plain = GpuProver::with_options(
+        0,
+        GpuOptions {
+            params: ParamsPlacement::Resident,
+            ..GpuOptions::default()
+        },
+    )
+    .unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(0x3417);
+    for spec in ["porep:12", "no-aux:5", "many-inputs:9", "mul-chain:14"] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let params: Parameters<Bls12> =
+            generate_random_parameters(spec.build(0), &mut rng).unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let witness = Witness::synthesize(spec.build(3)).unwrap();
+        let input = ProverInput {
+            pce: &pce,
+            witness: &witness,
+            abc: AbcInput::FromPce,
+        };
+        for round in 0..2 {
+            let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+            let theirs = create_proof(spec.build(3), &params, r, s).unwrap();
+            let ours = prover.prove(input, &params, r, s).unwrap();
+            assert_eq!(
+                bytes(&ours.proof),
+                bytes(&theirs),
+                "{spec}: with window multiples (proof {round}) differs"
+            );
+        }
+        // Against a prover without multiples: at least H's multiples more.
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        plain.prove(input, &params, r, s).unwrap();
+        let c = multiples_window_bits(params.h.len());
+        let h_extra = u64::from(windows(c) - 1)
+            * (params.h.len() * std::mem::size_of::<blstrs::G1Affine>()) as u64;
+        let (with, without) = (prover.held_device_bytes(), plain.held_device_bytes());
+        assert!(
+            with >= without + h_extra,
+            "{spec}: holds {with} bytes with multiples, {without} without; H's multiples \
+             are {h_extra}"
+        );
+        drop(params);
+    }
+}
+
 #[test]
 fn host_staging_gives_the_same_proofs() {
     let _device = shared();

@@ -408,6 +408,7 @@ fn open_gpus(
             GpuStaging::Device => Staging::Device,
             GpuStaging::Host => Staging::Host,
         },
+        window_multiples: config.gpu_window_multiples,
         ..GpuOptions::default()
     };
     let mut by_device = Vec::new();

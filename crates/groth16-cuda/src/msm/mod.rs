@@ -45,7 +45,9 @@ use group::Group;
 use crate::cuda::{DeviceBuffer, DeviceElem, DeviceRange, Gpu, Kernel, LaunchConfig, grid_1d};
 use crate::{Groth16Error, Result};
 
-pub use plan::{MAX_WINDOW, MIN_WINDOW, carried_window_bits, window_bits, windows};
+pub use plan::{
+    MAX_WINDOW, MIN_WINDOW, carried_window_bits, multiples_window_bits, window_bits, windows,
+};
 
 /// Threads per block of the curve kernels; must equal `MSM_CURVE_THREADS` in
 /// kernels/msm/pippenger.cuh (their `__launch_bounds__`).

@@ -40,6 +40,38 @@ pub fn window_bits(m: usize, max_buckets: u64) -> u32 {
     })
 }
 
+/// Cost of one bucket of an MSM over bases with window multiples (one set
+/// of buckets for all windows), relative to a mixed addition: the
+/// reduction's additions plus the wider scatter. Measured on an H200, G1
+/// random scalars (bench-data/msm/2026-12-04-c351d0b-window-multiples.json):
+/// at 2^24, 20/22/24-bit windows took 112.2/109.5/115.8 ms (reduction
+/// 3.5/6.0/15.8 ms), at 2^26 443.4/426.9/421.4 ms.
+const MULTIPLES_BUCKET_COST: f64 = 5.0;
+
+/// The window size of the multiples of `n` bases
+/// ([`crate::msm::DeviceBases::with_window_multiples`]): m * windows(c) *
+/// ENTRY_COST + 2^(c-1) * MULTIPLES_BUCKET_COST for m = n scalars (one set
+/// of buckets), among the windows whose multiples stay within 2^31 - 1
+/// points. 2^24 bases take 22 bits, 2^26 take 24 (tested below), as
+/// measured fastest.
+pub fn multiples_window_bits(n: usize) -> u32 {
+    let n = n.max(1);
+    let cost = |c: u32| {
+        n as f64 * f64::from(windows(c)) * ENTRY_COST
+            + buckets_per_window(c) as f64 * MULTIPLES_BUCKET_COST
+    };
+    let mut best = None;
+    for c in MIN_WINDOW..=MAX_WINDOW {
+        if (windows(c) as u64) * (n as u64) >= 1 << 31 {
+            continue;
+        }
+        if best.is_none_or(|b| cost(c) < cost(b)) {
+            best = Some(c);
+        }
+    }
+    best.unwrap_or(MAX_WINDOW)
+}
+
 /// The window of least `cost` among those whose buckets (all windows
 /// together) number at most `max_buckets`; the narrowest when none fits.
 fn cheapest_window(max_buckets: u64, cost: impl Fn(u32) -> f64) -> u32 {
@@ -132,6 +164,26 @@ mod tests {
         assert_eq!(windows(16), 16);
         assert_eq!(windows(20), 13);
         assert_eq!(windows(22), 12);
+    }
+
+    #[test]
+    fn multiples_windows_grow_with_size_and_stay_indexable() {
+        assert_eq!(multiples_window_bits(1 << 24), 22);
+        assert_eq!(multiples_window_bits(1 << 26), 24);
+        let mut last = MIN_WINDOW;
+        for log in 0..31 {
+            let n = 1usize << log;
+            let c = multiples_window_bits(n);
+            assert!((MIN_WINDOW..=MAX_WINDOW).contains(&c), "2^{log}: {c}");
+            assert!(c >= last, "2^{log}: {c} after {last}");
+            // One set of buckets affords wider windows than per-window sets.
+            assert!(c >= window_bits(n, u64::MAX), "2^{log}: {c}");
+            if log < 27 {
+                assert!(u64::from(windows(c)) * (n as u64) < 1 << 31, "2^{log}: {c}");
+            }
+            last = c;
+        }
+        assert_eq!(multiples_window_bits(0), multiples_window_bits(1));
     }
 
     #[test]
