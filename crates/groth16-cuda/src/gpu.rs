@@ -306,28 +306,33 @@ const MULTIPLES_MARGIN: u64 = 3 << 30;
 /// length) if they fit in what the ones before left, less
 /// [`MULTIPLES_MARGIN`].
 fn multiples_plan(p: &Parameters<Bls12>, room: u64) -> [Option<u32>; 5] {
-    let lens = [p.h.len(), p.b_g2.len(), p.l.len(), p.a.len(), p.b_g1.len()];
-    let point = [
-        size_of::<G1Affine>(),
-        size_of::<G2Affine>(),
-        size_of::<G1Affine>(),
-        size_of::<G1Affine>(),
-        size_of::<G1Affine>(),
-    ];
     let mut left = room.saturating_sub(MULTIPLES_MARGIN);
     let mut plan = [None; 5];
-    for i in 0..5 {
-        if lens[i] < 2 {
+    for (c, (len, point)) in plan.iter_mut().zip(multiples_order(p)) {
+        if len < 2 {
             continue;
         }
-        let c = multiples_window_bits(lens[i]);
-        let bytes = multiples_bytes(lens[i], point[i], c);
+        let w = multiples_window_bits(len);
+        let bytes = multiples_bytes(len, point, w);
         if bytes <= left {
             left -= bytes;
-            plan[i] = Some(c);
+            *c = Some(w);
         }
     }
     plan
+}
+
+/// (bases, bytes per point) of the queries in [`multiples_plan`]'s order:
+/// h, b_g2, l, a, b_g1.
+fn multiples_order(p: &Parameters<Bls12>) -> [(usize, usize); 5] {
+    let (g1, g2) = (size_of::<G1Affine>(), size_of::<G2Affine>());
+    [
+        (p.h.len(), g1),
+        (p.b_g2.len(), g2),
+        (p.l.len(), g1),
+        (p.a.len(), g1),
+        (p.b_g1.len(), g1),
+    ]
 }
 
 /// Bytes window multiples of `c` bits add to `len` bases of `point` bytes.
@@ -335,16 +340,9 @@ fn multiples_bytes(len: usize, point: usize, c: u32) -> u64 {
     (u64::from(windows(c)) - 1) * len as u64 * point as u64
 }
 
-/// Bytes the multiples of `plan` (as [`multiples_plan`] orders it) add.
+/// Bytes the multiples of `plan` (in [`multiples_plan`]'s order) add.
 fn multiples_extra_bytes(p: &Parameters<Bls12>, plan: &[Option<u32>; 5]) -> u64 {
-    let queries = [
-        (p.h.len(), size_of::<G1Affine>()),
-        (p.b_g2.len(), size_of::<G2Affine>()),
-        (p.l.len(), size_of::<G1Affine>()),
-        (p.a.len(), size_of::<G1Affine>()),
-        (p.b_g1.len(), size_of::<G1Affine>()),
-    ];
-    queries
+    multiples_order(p)
         .iter()
         .zip(plan)
         .map(|(&(len, point), c)| c.map_or(0, |c| multiples_bytes(len, point, c)))
@@ -1371,6 +1369,41 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn window_multiples_go_to_the_queries_in_order_while_they_fit() {
+        use cuzk_synth::circuits::CircuitSpec;
+        let spec: CircuitSpec = "porep:12".parse().unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let p = crate::fake::fake_params(&pce, 1);
+        let order = multiples_order(&p);
+        let bytes: Vec<u64> = order
+            .iter()
+            .map(|&(len, point)| multiples_bytes(len, point, multiples_window_bits(len)))
+            .collect();
+        // No room (or only the margin): none.
+        assert_eq!(multiples_plan(&p, 0), [None; 5]);
+        assert_eq!(multiples_plan(&p, MULTIPLES_MARGIN), [None; 5]);
+        // Room for H's alone: H's only, with its window.
+        let h = multiples_plan(&p, MULTIPLES_MARGIN + bytes[0]);
+        assert_eq!(h[0], Some(multiples_window_bits(p.h.len())));
+        assert_eq!(h[1..], [None; 4]);
+        assert_eq!(multiples_extra_bytes(&p, &h), bytes[0]);
+        // Room for all: every query's, and the bytes add up.
+        let all = multiples_plan(&p, MULTIPLES_MARGIN + bytes.iter().sum::<u64>());
+        assert!(all.iter().all(Option::is_some), "{all:?}");
+        assert_eq!(multiples_extra_bytes(&p, &all), bytes.iter().sum::<u64>());
+        // H's and B_G2's do not fit, L's does: a later query may still fit.
+        let later = multiples_plan(&p, MULTIPLES_MARGIN + bytes[2]);
+        assert_eq!(later[0], None);
+        assert!(later[2].is_some(), "{later:?}");
+        // Each query's multiples are windows(c) - 1 copies of it.
+        let c = multiples_window_bits(p.h.len());
+        assert_eq!(
+            bytes[0],
+            u64::from(windows(c) - 1) * (p.h.len() * size_of::<G1Affine>()) as u64
+        );
+    }
 
     /// What the kernel region keeps and whether partitions are staged on
     /// the device, as a prover on a card of `total` bytes decides (its MSM
