@@ -28,7 +28,9 @@ use cuzk_pinned_pool::{Pool, PoolConfig, RegisteredShared};
 use cuzk_synth::{Abc, Density, Pce};
 
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent, OwnStream};
-use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmConfig, multiples_window_bits, windows};
+use crate::msm::{
+    DeviceBases, DeviceDensity, GpuMsm, MsmAffine, MsmConfig, multiples_window_bits, windows,
+};
 use crate::ntt::GpuNtt;
 use crate::prover::{
     AbcInput, AbcPlacement, MsmResults, Prover, ProverInput, StageTimings, Staged,
@@ -349,6 +351,32 @@ fn multiples_extra_bytes(p: &Parameters<Bls12>, plan: &[Option<u32>; 5]) -> u64 
         .sum()
 }
 
+/// One query of a resident set on the device, with its window multiples of
+/// `c` bits when given; when making them fails (device memory short of the
+/// plan), the plain bases instead, with a warning: the set stays usable.
+fn upload_query<A: MsmAffine>(
+    gpu: &Arc<Gpu>,
+    bases: &[A],
+    c: Option<u32>,
+    query: &str,
+) -> Result<DeviceBases<A>> {
+    let plain = DeviceBases::upload(gpu, bases)?;
+    let Some(c) = c else {
+        return Ok(plain);
+    };
+    match plain.with_window_multiples(c) {
+        Ok(with) => Ok(with),
+        Err(e) => {
+            tracing::warn!(
+                gpu = gpu.ordinal(),
+                query,
+                "keeping the plain bases without window multiples: {e}"
+            );
+            DeviceBases::upload(gpu, bases)
+        }
+    }
+}
+
 /// GPU-time marks in a stream: each [`mark`](EventClock::mark) closes a
 /// stage begun at the previous mark.
 struct EventClock {
@@ -615,25 +643,25 @@ impl GpuProver {
                 "keeping window multiples of the parameter set (h, b_g2, l, a, b_g1)"
             );
         }
-        let upload = |bases: &[G1Affine], c: Option<u32>| -> Result<DeviceBases<G1Affine>> {
-            let d = DeviceBases::<G1Affine>::upload(&self.gpu, bases)?;
-            match c {
-                Some(c) => d.with_window_multiples(c),
-                None => Ok(d),
-            }
-        };
-        let b_g2 = DeviceBases::<G2Affine>::upload(&self.gpu, &params.b_g2)?;
-        let b_g2 = match c[1] {
-            Some(c) => b_g2.with_window_multiples(c)?,
-            None => b_g2,
-        };
+        let gpu = &self.gpu;
+        let h = upload_query(gpu, &params.h, c[0], "h")?;
+        let b_g2 = upload_query(gpu, &params.b_g2, c[1], "b_g2")?;
+        let l = upload_query(gpu, &params.l, c[2], "l")?;
+        let a = upload_query(gpu, &params.a, c[3], "a")?;
+        let b_g1 = upload_query(gpu, &params.b_g1, c[4], "b_g1")?;
+        // What the copies take: the plain set, plus the multiples made.
+        let bytes = [&h, &l, &a, &b_g1]
+            .iter()
+            .map(|q| q.device_bytes())
+            .sum::<u64>()
+            + b_g2.device_bytes();
         let r = Arc::new(ResidentParams {
             host: WeakQueries::of(params),
-            bytes: need + extra,
-            h: upload(&params.h, c[0])?,
-            l: upload(&params.l, c[2])?,
-            a: upload(&params.a, c[3])?,
-            b_g1: upload(&params.b_g1, c[4])?,
+            bytes,
+            h,
+            l,
+            a,
+            b_g1,
             b_g2,
         });
         cache.push(r.clone());
