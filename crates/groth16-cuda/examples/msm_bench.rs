@@ -344,10 +344,13 @@ fn window_multiples<A: BenchCurve>(
     let inputs: Vec<(u32, DeviceBuffer<Scalar>)> = logs
         .iter()
         .map(|&lg| {
-            Ok((
-                lg,
-                gpu.upload(&scalars(Kind::Random, 1 << lg, 1000 + u64::from(lg)))?,
-            ))
+            // The random series' scalars where it has this size (the same
+            // seed otherwise).
+            let d = match plain.iter().find(|p| p.lg == lg) {
+                Some(p) => gpu.upload(&p.scalars)?,
+                None => gpu.upload(&scalars(Kind::Random, 1 << lg, 1000 + u64::from(lg)))?,
+            };
+            Ok((lg, d))
         })
         .collect::<Result<_>>()?;
     for c in windows {
