@@ -29,6 +29,13 @@ typedef mont_t<12, FQ_MOD, FQ_M0, FQ_RR, FQ_ONE> fq_t;
 static_assert(sizeof(fr_t) == 32, "fr_t must match blst_fr");
 static_assert(sizeof(fq_t) == 48, "fq_t must match blst_fp");
 
+// FQ_MOD^2 (24 limbs): added to a0 b0 - a1 b1 in Fq2 multiplication so the
+// difference is never negative.
+__device__ __constant__ const uint32_t FQ_MOD_SQ[24] = {
+    0x1c718e39, 0x26aa0000, 0x76382eab, 0x7ced6b1d, 0x62113cfd, 0x162c3383, 0x3e71b743, 0x66bf91ed,
+    0x7091a049, 0x292e85a8, 0x86185c7b, 0x1d68619c, 0x0978ef01, 0xf5314933, 0x16ddca6e, 0x50a62cfd,
+    0x349e8bd0, 0x66e59e49, 0x0e7046b4, 0xe2dc90e5, 0xa22f25e9, 0x4bd278ea, 0xb8c35fc7, 0x02a437a4};
+
 // Fq2 = Fq[u] / (u^2 + 1), laid out as blst_fp2: c0 then c1.
 struct fq2_t {
     fq_t c0, c1;
@@ -46,16 +53,41 @@ struct fq2_t {
     }
     __device__ __forceinline__ fq2_t operator-() const { return {-c0, -c1}; }
     __device__ __forceinline__ fq2_t dbl() const { return {c0.dbl(), c1.dbl()}; }
-    // Karatsuba: 3 Fq multiplications.
-    __device__ __forceinline__ friend fq2_t operator*(const fq2_t& a, const fq2_t& b) {
-        fq_t t0 = a.c0 * b.c0;
-        fq_t t1 = a.c1 * b.c1;
-        fq_t t2 = (a.c0 + a.c1) * (b.c0 + b.c1);
-        return {t0 - t1, t2 - t0 - t1};
+    // Karatsuba with lazy reduction: three 24-limb products and two
+    // Montgomery reductions (three multiplications would reduce three times):
+    //   c0 = redc(a0 b0 - a1 b1 + MOD^2),  c1 = redc((a0 + a1)(b0 + b1) - a0 b0 - a1 b1),
+    // with a0 + a1, b0 + b1 not reduced (below 2 MOD). Both sums are exact
+    // and in [0, 2 MOD^2), below MOD * 2^384 as redc_wide needs. One call
+    // where FF_NOINLINE is set (G2's module), its parts inlined. The CPU twin
+    // is `cuzk_groth16_cuda::mont::fq2_mul`.
+    __device__ FF_MUL_INLINE friend fq2_t operator*(const fq2_t& a, const fq2_t& b) {
+        uint32_t sa[12], sb[12];
+        fq_t::add_plain(a.c0.v, a.c1.v, sa);
+        fq_t::add_plain(b.c0.v, b.c1.v, sb);
+        uint32_t t0[24], t1[24];
+        fq_t::mul_wide(a.c0.v, b.c0.v, t0);
+        fq_t::mul_wide(a.c1.v, b.c1.v, t1);
+        // t1 <- t0 + t1, t0 <- t0 - t1 + MOD^2
+        uint32_t s01[24];
+#pragma unroll
+        for (int k = 0; k < 24; k++) s01[k] = t0[k];
+        fq_t::add_wide(s01, t1);
+        fq_t::sub_wide(t0, t1);
+        uint32_t m2[24];
+#pragma unroll
+        for (int k = 0; k < 24; k++) m2[k] = FQ_MOD_SQ[k];
+        fq_t::add_wide(t0, m2);
+        fq2_t r;
+        r.c0 = fq_t::redc_wide(t0);
+        fq_t::mul_wide(sa, sb, t1);
+        fq_t::sub_wide(t1, s01);
+        r.c1 = fq_t::redc_wide(t1);
+        return r;
     }
-    // (c0 + c1 u)^2 = (c0 + c1)(c0 - c1) + 2 c0 c1 u
-    __device__ __forceinline__ fq2_t sqr() const {
-        return {(c0 + c1) * (c0 - c1), (c0 * c1).dbl()};
+    // (c0 + c1 u)^2 = (c0 + c1)(c0 - c1) + 2 c0 c1 u: one call where
+    // FF_NOINLINE is set, its two Fq multiplications inlined.
+    __device__ FF_MUL_INLINE fq2_t sqr() const {
+        return {fq_t::mul_inl(c0 + c1, c0 - c1), fq_t::mul_inl(c0, c1).dbl()};
     }
     // 1 / (c0 + c1 u) = (c0 - c1 u) / (c0^2 + c1^2)
     __device__ fq2_t inv() const {

@@ -116,7 +116,10 @@ struct mont_t {
     // Per row: 4N + 1 multiply-adds, one addition and two carry additions
     // (the earlier form needed six). The CPU twin is Rust's
     // `cuzk_groth16_cuda::mont::mul`, which checks the dropped carries.
-    __device__ FF_MUL_INLINE friend mont_t operator*(const mont_t& a, const mont_t& b) {
+    __device__ FF_MUL_INLINE friend mont_t operator*(const mont_t& a, const mont_t& b) { return mul_inl(a, b); }
+
+    // operator*, always inlined (for callers that are themselves one call).
+    __device__ __forceinline__ static mont_t mul_inl(const mont_t& a, const mont_t& b) {
         uint32_t even[N], odd[N];
         // Row 0: plain products, nothing to add to.
 #pragma unroll
@@ -200,15 +203,22 @@ struct mont_t {
     }
 
     // Squaring: the 2N-limb square from the cross products a[i]*a[j], i < j,
-    // once (then doubled) and the N squares a[i]^2, then a Montgomery
-    // reduction of its low half (rows of redc without products), to which
-    // the high half is added: 3N^2 + 2N multiply-adds against 4N^2 + N for
-    // operator*. The sum stays below 1.5 MOD (the reduced low half is at most
-    // MOD, the high half below a^2 / 2^(32N) < MOD / 2), so one conditional
-    // subtraction finishes it. The CPU twin is `cuzk_groth16_cuda::mont::sqr`.
+    // once (then doubled) and the N squares a[i]^2, then redc_wide: 3N^2 + 2N
+    // multiply-adds against 4N^2 + N for operator*. The CPU twin is
+    // `cuzk_groth16_cuda::mont::sqr`.
     __device__ FF_MUL_INLINE mont_t sqr() const {
         uint32_t w[2 * N];
         square_wide(v, w);
+        return redc_wide(w);
+    }
+
+    // w / 2^(32N) mod MOD, fully reduced, for a 2N-limb w below
+    // MOD * 2^(32N): a Montgomery reduction of w's low half (rows of redc
+    // without products), to which the high half is added. The sum stays
+    // below 2 MOD (the reduced low half is at most MOD, the high half below
+    // MOD), so one conditional subtraction finishes it. The CPU twin is
+    // `cuzk_groth16_cuda::mont::redc_wide`.
+    __device__ __forceinline__ static mont_t redc_wide(const uint32_t w[2 * N]) {
         uint32_t even[N], odd[N];
 #pragma unroll
         for (int k = 0; k < N; k++) {
@@ -231,6 +241,81 @@ struct mont_t {
         for (int k = 1; k < N - 1; k++) t[k] = ptx::addc_cc(t[k], w[N + k]);
         t[N - 1] = ptx::addc(t[N - 1], w[2 * N - 1]);
         return reduce_once(t);
+    }
+
+    // w = a * b (2N limbs), exact for any a, b below 2^(32N). Row i's
+    // products a[j] * b[i] land on limb pairs starting at i + j: those
+    // starting at even limbs accumulate in `e` (e[k] of weight 2^(32k)),
+    // those at odd limbs in `o` (o[k] of weight 2^(32(k+1))), so each row is
+    // two carry chains of N multiply-adds over disjoint arrays. A chain's
+    // carry out goes into the limb above its last pair, which holds at most
+    // one earlier carry then and cannot overflow; the last row's carry out
+    // of `e` is zero (e alone is below the product, below 2^(64N)). Then
+    // w = e + 2^32 o. 2N^2 multiply-adds. The CPU twin is
+    // `cuzk_groth16_cuda::mont::mul_wide`.
+    __device__ __forceinline__ static void mul_wide(const uint32_t a[N], const uint32_t b[N], uint32_t w[2 * N]) {
+        uint32_t e[2 * N], o[2 * N];
+#pragma unroll
+        for (int k = 0; k < 2 * N; k++) {
+            e[k] = 0;
+            o[k] = 0;
+        }
+#pragma unroll
+        for (int i = 0; i < N; i++) {
+            if (i % 2 == 0) {
+                // a[even j] * b[i] start at even limbs i + j: e[i ..];
+                // a[odd j] * b[i] at odd limbs i + j: o[i ..].
+                wide_chain(e, i, a, 0, b[i], true);
+                wide_chain(o, i, a, 1, b[i], true);
+            } else {
+                wide_chain(o, i - 1, a, 0, b[i], true);
+                wide_chain(e, i + 1, a, 1, b[i], i + 1 + N < 2 * N);
+            }
+        }
+        w[0] = e[0];
+        w[1] = ptx::add_cc(e[1], o[0]);
+#pragma unroll
+        for (int k = 2; k < 2 * N - 1; k++) w[k] = ptx::addc_cc(e[k], o[k - 1]);
+        w[2 * N - 1] = ptx::addc(e[2 * N - 1], o[2 * N - 2]);
+    }
+
+    // arr[base ..] += (a[j0], a[j0 + 2], .., a[j0 + N - 2]) * bi on limb
+    // pairs (base, base + 1), (base + 2, base + 3), ..; with carry_out the
+    // chain's carry is added into arr[base + N], else it is dropped (zero).
+    __device__ __forceinline__ static void wide_chain(uint32_t* arr, int base, const uint32_t a[N], int j0,
+                                                      uint32_t bi, bool carry_out) {
+        arr[base] = ptx::mad_lo_cc(a[j0], bi, arr[base]);
+        arr[base + 1] = ptx::madc_hi_cc(a[j0], bi, arr[base + 1]);
+#pragma unroll
+        for (int j = j0 + 2; j < N; j += 2) {
+            const int k = base + (j - j0);
+            arr[k] = ptx::madc_lo_cc(a[j], bi, arr[k]);
+            arr[k + 1] = ptx::madc_hi_cc(a[j], bi, arr[k + 1]);
+        }
+        if (carry_out) arr[base + N] = ptx::addc(arr[base + N], 0);
+    }
+
+    // r = a + b without reduction (below 2 MOD < 2^(32N) for reduced a, b).
+    __device__ __forceinline__ static void add_plain(const uint32_t a[N], const uint32_t b[N], uint32_t r[N]) {
+        r[0] = ptx::add_cc(a[0], b[0]);
+#pragma unroll
+        for (int k = 1; k < N - 1; k++) r[k] = ptx::addc_cc(a[k], b[k]);
+        r[N - 1] = ptx::addc(a[N - 1], b[N - 1]);
+    }
+
+    // 2N-limb w += x or w -= x, modulo 2^(64N) (the caller keeps the true
+    // value in range).
+    __device__ __forceinline__ static void add_wide(uint32_t w[2 * N], const uint32_t x[2 * N]) {
+        w[0] = ptx::add_cc(w[0], x[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * N - 1; k++) w[k] = ptx::addc_cc(w[k], x[k]);
+        w[2 * N - 1] = ptx::addc(w[2 * N - 1], x[2 * N - 1]);
+    }
+    __device__ __forceinline__ static void sub_wide(uint32_t w[2 * N], const uint32_t x[2 * N]) {
+        w[0] = ptx::sub_cc(w[0], x[0]);
+#pragma unroll
+        for (int k = 1; k < 2 * N - 1; k++) w[k] = ptx::subc_cc(w[k], x[k]);
+        w[2 * N - 1] = ptx::subc(w[2 * N - 1], x[2 * N - 1]);
     }
 
     // A reduction row after the first: mul_row's division by 2^32 with

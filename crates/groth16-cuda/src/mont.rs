@@ -118,9 +118,20 @@ pub fn sqr<const N: usize>(a: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N
         "the modulus must be below 2^(32N - 1)"
     );
     let w = square_wide(a);
-    // Montgomery reduction of the low half: row 0 adds m * modulus to it;
-    // each later row divides by 2^32 and adds the next m * modulus in one
-    // pass (`mul_row` with the modulus as `a`).
+    // a^2 < modulus^2 < modulus * 2^(32N), as redc_wide needs.
+    redc_wide::<N>(&w, modulus, m0)
+}
+
+/// `w / 2^(32N) mod modulus`, fully reduced, for a 2N-limb `w` below
+/// `modulus * 2^(32N)`, as the kernel's `redc_wide` computes it: a
+/// Montgomery reduction of the low half (row 0 adds m * modulus to it; each
+/// later row divides by 2^32 and adds the next m * modulus in one pass,
+/// `mul_row` with the modulus as `a`), then the high half added. The sum is
+/// below 2 * modulus (the reduced low half is at most the modulus, the high
+/// half below it): one conditional subtraction.
+pub fn redc_wide<const N: usize>(w: &[u32], modulus: &[u32; N], m0: u32) -> [u32; N] {
+    assert_eq!(w.len(), 2 * N, "a wide value has 2N limbs");
+    assert!(N >= 2 && N.is_multiple_of(2), "the limb count must be even");
     let mut even: [u32; N] = std::array::from_fn(|k| w[k]);
     let mut odd = [0u32; N];
     redc_row(&mut even, &mut odd, modulus, m0);
@@ -132,17 +143,131 @@ pub fn sqr<const N: usize>(a: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N
         }
         i += 2;
     }
-    // Divide by 2^32 and add the high half: below 1.5 modulus (the reduced
-    // low half is at most the modulus, the high half below a^2 / 2^(32N) <
-    // modulus / 2).
     let mut t = divide_last_row(&even, &odd);
     let mut chain = Chain { carry: 0 };
     t[0] = chain.add(true, t[0], w[N]);
     for k in 1..N {
         t[k] = chain.add(false, t[k], w[N + k]);
     }
-    chain.dropped("adding the square's high half");
+    chain.dropped("adding the high half");
     reduce_once(&t, modulus)
+}
+
+/// `a * b` as 2N limbs, exact for any `a`, `b` below 2^(32N), as the
+/// kernel's `mul_wide` computes it: row i's products `a[j] * b[i]` on limb
+/// pairs starting at i + j, those at even limbs in `e` (weight 2^(32k)), those
+/// at odd limbs in `o` (weight 2^(32(k+1))), two carry chains per row; each
+/// chain's carry goes into the limb above it (checked not to overflow), the
+/// last row's carry out of `e` is dropped (checked zero); then `e + 2^32 o`.
+pub fn mul_wide<const N: usize>(a: &[u32; N], b: &[u32; N]) -> Vec<u32> {
+    assert!(N >= 2 && N.is_multiple_of(2), "the limb count must be even");
+    let mut e = vec![0u32; 2 * N];
+    let mut o = vec![0u32; 2 * N];
+    let chain = |arr: &mut Vec<u32>, base: usize, j0: usize, bi: u32, carry_out: bool| {
+        let mut c = Chain { carry: 0 };
+        for j in (j0..N).step_by(2) {
+            let k = base + (j - j0);
+            arr[k] = c.mad_lo(j == j0, a[j], bi, arr[k]);
+            arr[k + 1] = c.mad_hi(a[j], bi, arr[k + 1]);
+        }
+        if carry_out {
+            arr[base + N] = c.add(false, arr[base + N], 0);
+            c.dropped("a row chain's carry into the limb above it");
+        } else {
+            c.dropped("the last row's carry out of the even-limb array");
+        }
+    };
+    for (i, &bi) in b.iter().enumerate() {
+        if i % 2 == 0 {
+            chain(&mut e, i, 0, bi, true);
+            chain(&mut o, i, 1, bi, true);
+        } else {
+            chain(&mut o, i - 1, 0, bi, true);
+            chain(&mut e, i + 1, 1, bi, i + 1 + N < 2 * N);
+        }
+    }
+    let mut w = vec![0u32; 2 * N];
+    let mut c = Chain { carry: 0 };
+    w[0] = e[0];
+    w[1] = c.add(true, e[1], o[0]);
+    for k in 2..2 * N {
+        w[k] = c.add(false, e[k], o[k - 1]);
+    }
+    c.dropped("merging the two arrays");
+    w
+}
+
+/// 2N-limb `w + x` (`sub`: `w - x`) modulo 2^(64N), as the kernel's
+/// `add_wide` / `sub_wide`.
+fn add_sub_wide(w: &[u32], x: &[u32], sub: bool) -> Vec<u32> {
+    let mut carry = false;
+    w.iter()
+        .zip(x)
+        .map(|(&a, &b)| {
+            let (r, c) = if sub {
+                let (r, c1) = a.overflowing_sub(b);
+                let (r, c2) = r.overflowing_sub(u32::from(carry));
+                (r, c1 || c2)
+            } else {
+                let (r, c1) = a.overflowing_add(b);
+                let (r, c2) = r.overflowing_add(u32::from(carry));
+                (r, c1 || c2)
+            };
+            carry = c;
+            r
+        })
+        .collect()
+}
+
+/// Fq2 multiplication (Fq[u] / (u^2 + 1)) with lazy reduction, as the
+/// kernel's `fq2_t::operator*`: with `s_a = a0 + a1`, `s_b = b0 + b1` not
+/// reduced,
+/// `c0 = redc_wide(a0 b0 - a1 b1 + modulus^2)` and
+/// `c1 = redc_wide(s_a s_b - (a0 b0 + a1 b1))`.
+/// `modulus_sq` is the modulus squared (2N limbs, the kernel's `FQ_MOD_SQ`).
+/// Operands below the modulus; checks that both sums are below
+/// `2 * modulus^2` (so below `modulus * 2^(32N)`).
+pub fn fq2_mul<const N: usize>(
+    a: &[[u32; N]; 2],
+    b: &[[u32; N]; 2],
+    modulus: &[u32; N],
+    modulus_sq: &[u32],
+    m0: u32,
+) -> [[u32; N]; 2] {
+    let plain_add = |x: &[u32; N], y: &[u32; N]| -> [u32; N] {
+        let mut c = Chain { carry: 0 };
+        let r = std::array::from_fn(|k| c.add(k == 0, x[k], y[k]));
+        c.dropped("a + b below 2 * modulus");
+        r
+    };
+    let sa = plain_add(&a[0], &a[1]);
+    let sb = plain_add(&b[0], &b[1]);
+    let t0 = mul_wide(&a[0], &b[0]);
+    let t1 = mul_wide(&a[1], &b[1]);
+    let s01 = add_sub_wide(&t0, &t1, false);
+    let c0w = add_sub_wide(&add_sub_wide(&t0, &t1, true), modulus_sq, false);
+    let c1w = add_sub_wide(&mul_wide(&sa, &sb), &s01, true);
+    let twice_sq = add_sub_wide(modulus_sq, modulus_sq, false);
+    for (name, w) in [("c0", &c0w), ("c1", &c1w)] {
+        assert!(
+            wide_lt(w, &twice_sq),
+            "the {name} sum is not below 2 * modulus^2"
+        );
+    }
+    [
+        redc_wide::<N>(&c0w, modulus, m0),
+        redc_wide::<N>(&c1w, modulus, m0),
+    ]
+}
+
+/// x < y for little-endian limb vectors of one length.
+fn wide_lt(x: &[u32], y: &[u32]) -> bool {
+    for k in (0..x.len()).rev() {
+        if x[k] != y[k] {
+            return x[k] < y[k];
+        }
+    }
+    false
 }
 
 /// The full square of `a` as 2N limbs (the `w` of the kernel's `sqr`), exact
@@ -506,6 +631,194 @@ mod tests {
                 *limb = u32::MAX;
             }
             assert_eq!(w, want, "N = {n}");
+        }
+    }
+
+    /// The schoolbook product of two limb vectors on u64 columns: the
+    /// reference the twin's `mul_wide` is checked against.
+    fn schoolbook(a: &[u32], b: &[u32]) -> Vec<u32> {
+        let mut w = vec![0u32; a.len() + b.len()];
+        for (i, &bi) in b.iter().enumerate() {
+            let mut carry = 0u64;
+            for (j, &aj) in a.iter().enumerate() {
+                let t = u64::from(aj) * u64::from(bi) + u64::from(w[i + j]) + carry;
+                w[i + j] = t as u32;
+                carry = t >> 32;
+            }
+            w[i + a.len()] = carry as u32;
+        }
+        w
+    }
+
+    fn random_full<const N: usize>(rng: &mut ChaCha20Rng) -> [u32; N] {
+        std::array::from_fn(|_| rng.r#gen())
+    }
+
+    /// Values of every size up to 2^(32N) - 1: the edges below the modulus
+    /// and all-ones / top-bit patterns above it (mul_wide takes any N limbs).
+    fn wide_edges<const N: usize>(modulus: &[u32; N], rng: &mut ChaCha20Rng) -> Vec<[u32; N]> {
+        let mut v = edges(modulus, rng);
+        v.push([u32::MAX; N]);
+        let mut top = [0; N];
+        top[N - 1] = 1 << 31;
+        v.push(top);
+        let mut twice: [u32; N] = *modulus;
+        twice[N - 1] = 2 * modulus[N - 1] - 1;
+        v.push(twice);
+        v
+    }
+
+    #[test]
+    fn wide_products_are_exact_on_edges_and_random_values() {
+        fn run<const N: usize>(modulus: &[u32; N], seed: u64) {
+            let mut rng = ChaCha20Rng::seed_from_u64(seed);
+            let edges = wide_edges(modulus, &mut rng);
+            for x in &edges {
+                for y in &edges {
+                    assert_eq!(mul_wide(x, y), schoolbook(x, y), "{x:x?} * {y:x?}");
+                }
+            }
+            for _ in 0..20_000 {
+                let (x, y) = (random_full::<N>(&mut rng), random_full::<N>(&mut rng));
+                assert_eq!(mul_wide(&x, &y), schoolbook(&x, &y), "{x:x?} * {y:x?}");
+            }
+        }
+        run(&FR_MOD, 24);
+        run(&FQ_MOD, 25);
+        // (2^(32N) - 1)^2 for the other even sizes: every carry as far as it goes.
+        assert_eq!(
+            mul_wide(&[u32::MAX; 2], &[u32::MAX; 2]),
+            schoolbook(&[u32::MAX; 2], &[u32::MAX; 2])
+        );
+        assert_eq!(
+            mul_wide(&[u32::MAX; 4], &[u32::MAX; 4]),
+            schoolbook(&[u32::MAX; 4], &[u32::MAX; 4])
+        );
+    }
+
+    /// The value of little-endian limbs in Fp (any length).
+    fn fold_fp(w: &[u32]) -> Fp {
+        let base = Fp::from(1u64 << 32);
+        w.iter()
+            .rev()
+            .fold(Fp::ZERO, |acc, &l| acc * base + Fp::from(u64::from(l)))
+    }
+
+    #[test]
+    fn wide_reduction_matches_blstrs_up_to_its_bound() {
+        let mut rng = ChaCha20Rng::seed_from_u64(26);
+        let r_inv = Fp::from(2u64).pow_vartime([384]).invert().unwrap();
+        let sq = mul_wide(&FQ_MOD, &FQ_MOD);
+        // p * 2^384 - 1: the largest input redc_wide takes.
+        let mut bound = vec![0u32; 12];
+        bound.extend_from_slice(&FQ_MOD);
+        let top = add_sub_wide(
+            &bound,
+            &{
+                let mut one = vec![0u32; 24];
+                one[0] = 1;
+                one
+            },
+            true,
+        );
+        let twice_sq_minus_1 = add_sub_wide(
+            &add_sub_wide(&sq, &sq, false),
+            &{
+                let mut one = vec![0u32; 24];
+                one[0] = 1;
+                one
+            },
+            true,
+        );
+        let mut cases = vec![vec![0u32; 24], sq.clone(), twice_sq_minus_1, top];
+        for x in edges(&FQ_MOD, &mut rng) {
+            for y in edges(&FQ_MOD, &mut rng) {
+                cases.push(mul_wide(&x, &y));
+            }
+        }
+        for _ in 0..5_000 {
+            let mut w: Vec<u32> = (0..24).map(|_| rng.r#gen()).collect();
+            w[23] = rng.gen_range(0..FQ_MOD[11]);
+            cases.push(w);
+        }
+        for w in &cases {
+            let got = redc_wide::<12>(w, &FQ_MOD, FQ_M0);
+            let fz = Fp::from_bytes_le(&bytes(&got).try_into().unwrap());
+            assert!(
+                bool::from(fz.is_some()),
+                "redc of {w:x?} is not reduced: {got:x?}"
+            );
+            assert_eq!(fz.unwrap(), fold_fp(w) * r_inv, "redc of {w:x?}");
+        }
+        // On products of reduced values it is the Montgomery product.
+        for _ in 0..2_000 {
+            let (x, y) = (
+                random_below(&FQ_MOD, &mut rng),
+                random_below(&FQ_MOD, &mut rng),
+            );
+            assert_eq!(
+                redc_wide::<12>(&mul_wide(&x, &y), &FQ_MOD, FQ_M0),
+                mul(&x, &y, &FQ_MOD, FQ_M0)
+            );
+        }
+    }
+
+    /// The kernel's FQ_MOD_SQ (kernels/ff/bls12_381.cuh), read from the header.
+    fn kernel_fq_mod_sq() -> Vec<u32> {
+        let header = include_str!("../../../kernels/ff/bls12_381.cuh");
+        let start = header
+            .find("FQ_MOD_SQ[24] = {")
+            .expect("FQ_MOD_SQ in the header");
+        let body = &header[start..];
+        let body = &body[body.find('{').unwrap() + 1..body.find('}').unwrap()];
+        body.split(',')
+            .map(|t| t.trim())
+            .filter(|t| !t.is_empty())
+            .map(|t| u32::from_str_radix(t.trim_start_matches("0x"), 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn fq2_products_match_blstrs_on_edges_and_random_values() {
+        use blstrs::Fp2;
+        let sq = kernel_fq_mod_sq();
+        assert_eq!(
+            sq,
+            mul_wide(&FQ_MOD, &FQ_MOD),
+            "the kernel's FQ_MOD_SQ is not the modulus squared"
+        );
+        let r = Fp::from(2u64).pow_vartime([384]);
+        let fp = |x: &[u32; 12]| Fp::from_bytes_le(&bytes(x).try_into().unwrap()).unwrap();
+        let check = |a: [[u32; 12]; 2], b: [[u32; 12]; 2]| {
+            let got = fq2_mul(&a, &b, &FQ_MOD, &sq, FQ_M0);
+            let fa = Fp2::new(fp(&a[0]), fp(&a[1]));
+            let fb = Fp2::new(fp(&b[0]), fp(&b[1]));
+            let fz = Fp2::new(fp(&got[0]), fp(&got[1]));
+            assert_eq!(fz * Fp2::new(r, Fp::ZERO), fa * fb, "{a:x?} * {b:x?}");
+        };
+        let mut rng = ChaCha20Rng::seed_from_u64(27);
+        let edges = edges(&FQ_MOD, &mut rng);
+        let zero = [0u32; 12];
+        for x in &edges {
+            for y in &edges {
+                check([*x, *y], [*y, *x]);
+                check([*x, *x], [*y, *y]);
+                check([*x, zero], [zero, *y]);
+                // a0 b0 - a1 b1 at its most negative: a0 b0 = 0, a1 b1 near p^2.
+                check([zero, *x], [*y, *y]);
+            }
+        }
+        for _ in 0..20_000 {
+            check(
+                [
+                    random_below(&FQ_MOD, &mut rng),
+                    random_below(&FQ_MOD, &mut rng),
+                ],
+                [
+                    random_below(&FQ_MOD, &mut rng),
+                    random_below(&FQ_MOD, &mut rng),
+                ],
+            );
         }
     }
 
