@@ -116,7 +116,7 @@ impl MsmAffine for G2Affine {
     type Coord = Fp2;
     const CURVE: &'static str = "g2";
     const MODULE: &'static str = "msm_g2";
-    const FASTEST_ACCUMULATE: Accumulate = Accumulate::Prefetch128;
+    const FASTEST_ACCUMULATE: Accumulate = Accumulate::PlainV4;
     fn from_xyzz(xyzz: &[Fp2]) -> G2Projective {
         match xyzz_to_jacobian(xyzz) {
             Some((x, y, z)) => G2Projective::from_raw_unchecked(x, y, z),
@@ -558,11 +558,13 @@ impl MsmConfig {
 /// (bench-data/msm/2026-12-04-782971c-sqr-v4.json): G1 2^24 plain 131.8 ms,
 /// prefetch 131.7, prefetch128 144.9, plain_v4 128.3, prefetch128_v4 141.7;
 /// G2 2^22 plain 183.3, prefetch 184.3, prefetch128 180.5, plain_v4 181.3,
-/// prefetch128_v4 181.3. [`Accumulate::Auto`] takes the fastest per curve.
+/// prefetch128_v4 181.3. With G2's Fq2 multiplication on lazy reduction
+/// (bench-data/msm/2026-12-04-fa5c174-g2-lazy-fq2.json): G2 2^22 plain
+/// 144.2, prefetch 145.1, prefetch128 156.4, plain_v4 137.8, prefetch128_v4
+/// 154.6. [`Accumulate::Auto`] takes the fastest per curve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accumulate {
-    /// The measured fastest for the curve: [`Accumulate::PlainV4`] for G1,
-    /// [`Accumulate::Prefetch128`] for G2.
+    /// The measured fastest for the curve: [`Accumulate::PlainV4`] for both.
     Auto,
     /// Each addition loads its entry, then its base.
     Plain,
