@@ -10,8 +10,7 @@
 // Every addition handles the identity on either side, P + P (falls back to
 // doubling) and P + (-P) (gives the identity). Formulas from the Explicit-
 // Formulas Database (add-2007-bl style, dbl-2009-l, add/madd/dbl-2008-s).
-// Doublings are not inlined: in additions they are the rare P + P path. In
-// XYZZ, y3 = a b - c d is F::mul_sub (lazy reduction for Fq2).
+// Doublings are not inlined: in additions they are the rare P + P path.
 #pragma once
 
 template <class F>
@@ -113,7 +112,7 @@ struct xyzz_t {
         F xx = x.sqr();
         F m = xx.dbl() + xx;
         F x3 = m.sqr() - s.dbl();
-        F y3 = F::mul_sub(m, s - x3, w, y);
+        F y3 = m * (s - x3) - w * y;
         return {x3, y3, v * zz, w * zzz};
     }
 
@@ -127,7 +126,7 @@ struct xyzz_t {
         F xx = p.x.sqr();
         F m = xx.dbl() + xx;
         F x3 = m.sqr() - s.dbl();
-        F y3 = F::mul_sub(m, s - x3, w, p.y);
+        F y3 = m * (s - x3) - w * p.y;
         return {x3, y3, v, w};
     }
 
@@ -146,7 +145,7 @@ struct xyzz_t {
         F ppp = p * pp;
         F q2 = u1 * pp;
         F x3 = r.sqr() - ppp - q2.dbl();
-        F y3 = F::mul_sub(r, q2 - x3, s1, ppp);
+        F y3 = r * (q2 - x3) - s1 * ppp;
         return {x3, y3, zz * q.zz * pp, zzz * q.zzz * ppp};
     }
 
@@ -163,7 +162,7 @@ struct xyzz_t {
         F ppp = p * pp;
         F q2 = x * pp;
         F x3 = r.sqr() - ppp - q2.dbl();
-        F y3 = F::mul_sub(r, q2 - x3, y, ppp);
+        F y3 = r * (q2 - x3) - y * ppp;
         return {x3, y3, zz * pp, zzz * ppp};
     }
 

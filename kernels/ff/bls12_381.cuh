@@ -35,11 +35,6 @@ __device__ __constant__ const uint32_t FQ_MOD_SQ[24] = {
     0x1c718e39, 0x26aa0000, 0x76382eab, 0x7ced6b1d, 0x62113cfd, 0x162c3383, 0x3e71b743, 0x66bf91ed,
     0x7091a049, 0x292e85a8, 0x86185c7b, 0x1d68619c, 0x0978ef01, 0xf5314933, 0x16ddca6e, 0x50a62cfd,
     0x349e8bd0, 0x66e59e49, 0x0e7046b4, 0xe2dc90e5, 0xa22f25e9, 0x4bd278ea, 0xb8c35fc7, 0x02a437a4};
-// 2 FQ_MOD^2: the start of fq2_t::mul_sub's sums, which keeps them positive.
-__device__ __constant__ const uint32_t FQ_MOD_SQ2[24] = {
-    0x38e31c72, 0x4d540000, 0xec705d56, 0xf9dad63a, 0xc42279fa, 0x2c586706, 0x7ce36e86, 0xcd7f23da,
-    0xe1234092, 0x525d0b50, 0x0c30b8f6, 0x3ad0c339, 0x12f1de02, 0xea629266, 0x2dbb94dd, 0xa14c59fa,
-    0x693d17a0, 0xcdcb3c92, 0x1ce08d68, 0xc5b921ca, 0x445e4bd3, 0x97a4f1d5, 0x7186bf8e, 0x05486f49};
 
 // Fq2 = Fq[u] / (u^2 + 1), laid out as blst_fp2: c0 then c1.
 struct fq2_t {
@@ -88,43 +83,6 @@ struct fq2_t {
         fq_t::sub_wide(t1, s01);
         r.c1 = fq_t::redc_wide(t1);
         return r;
-    }
-    // a * b - c * d with lazy reduction: six 24-limb products summed (mod
-    // 2^768) onto 2 MOD^2 and two Montgomery reductions, where two
-    // multiplications and a subtraction would reduce six times (the curve
-    // formulas' y3 = r (q - x3) - y ppp):
-    //   c0 = redc(2 MOD^2 + a0 b0 - a1 b1 - c0 d0 + c1 d1),
-    //   c1 = redc(2 MOD^2 + (a0 + a1)(b0 + b1) - a0 b0 - a1 b1 - (c0 + c1)(d0 + d1) + c0 d0 + c1 d1).
-    // Each sum's true value is in (0, 4 MOD^2), below MOD * 2^384. The CPU
-    // twin is `cuzk_groth16_cuda::mont::fq2_mul_sub`.
-    __device__ FF_MUL_INLINE static fq2_t mul_sub(const fq2_t& a, const fq2_t& b, const fq2_t& c, const fq2_t& d) {
-        uint32_t w0[24], w1[24], t[24], s[12], u[12];
-#pragma unroll
-        for (int k = 0; k < 24; k++) {
-            w0[k] = FQ_MOD_SQ2[k];
-            w1[k] = FQ_MOD_SQ2[k];
-        }
-        fq_t::mul_wide(a.c0.v, b.c0.v, t);
-        fq_t::add_wide(w0, t);
-        fq_t::sub_wide(w1, t);
-        fq_t::mul_wide(a.c1.v, b.c1.v, t);
-        fq_t::sub_wide(w0, t);
-        fq_t::sub_wide(w1, t);
-        fq_t::add_plain(a.c0.v, a.c1.v, s);
-        fq_t::add_plain(b.c0.v, b.c1.v, u);
-        fq_t::mul_wide(s, u, t);
-        fq_t::add_wide(w1, t);
-        fq_t::mul_wide(c.c0.v, d.c0.v, t);
-        fq_t::sub_wide(w0, t);
-        fq_t::add_wide(w1, t);
-        fq_t::mul_wide(c.c1.v, d.c1.v, t);
-        fq_t::add_wide(w0, t);
-        fq_t::add_wide(w1, t);
-        fq_t::add_plain(c.c0.v, c.c1.v, s);
-        fq_t::add_plain(d.c0.v, d.c1.v, u);
-        fq_t::mul_wide(s, u, t);
-        fq_t::sub_wide(w1, t);
-        return {fq_t::redc_wide(w0), fq_t::redc_wide(w1)};
     }
     // (c0 + c1 u)^2 = (c0 + c1)(c0 - c1) + 2 c0 c1 u: one call where
     // FF_NOINLINE is set, its two Fq multiplications inlined.

@@ -118,12 +118,6 @@ struct mont_t {
     // `cuzk_groth16_cuda::mont::mul`, which checks the dropped carries.
     __device__ FF_MUL_INLINE friend mont_t operator*(const mont_t& a, const mont_t& b) { return mul_inl(a, b); }
 
-    // a * b - c * d (fq2_t has a lazy form of it; here it is just that).
-    __device__ __forceinline__ static mont_t mul_sub(const mont_t& a, const mont_t& b, const mont_t& c,
-                                                     const mont_t& d) {
-        return a * b - c * d;
-    }
-
     // operator*, always inlined (for callers that are themselves one call).
     __device__ __forceinline__ static mont_t mul_inl(const mont_t& a, const mont_t& b) {
         uint32_t even[N], odd[N];

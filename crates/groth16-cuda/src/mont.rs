@@ -260,63 +260,6 @@ pub fn fq2_mul<const N: usize>(
     ]
 }
 
-/// `a * b - c * d` in Fq2 with lazy reduction, as the kernel's
-/// `fq2_t::mul_sub`: six 2N-limb products summed (modulo 2^(64N)) onto
-/// `2 * modulus^2` (`modulus_sq2`, the kernel's `FQ_MOD_SQ2`) in the
-/// kernel's order, then one `redc_wide` per component. Operands below the
-/// modulus; checks that both sums are below `4 * modulus^2` (so below
-/// `modulus * 2^(32N)`).
-pub fn fq2_mul_sub<const N: usize>(
-    [a, b, c, d]: [&[[u32; N]; 2]; 4],
-    modulus: &[u32; N],
-    modulus_sq2: &[u32],
-    m0: u32,
-) -> [[u32; N]; 2] {
-    let plain_add = |x: &[u32; N], y: &[u32; N]| -> [u32; N] {
-        let mut ch = Chain { carry: 0 };
-        let r = std::array::from_fn(|k| ch.add(k == 0, x[k], y[k]));
-        ch.dropped("a + b below 2 * modulus");
-        r
-    };
-    let mut w0 = modulus_sq2.to_vec();
-    let mut w1 = modulus_sq2.to_vec();
-    // (product, into w0: None = not added, Some(true) = subtracted; w1:
-    // true = subtracted), in the kernel's order.
-    let steps: [(Vec<u32>, Option<bool>, bool); 6] = [
-        (mul_wide(&a[0], &b[0]), Some(false), true),
-        (mul_wide(&a[1], &b[1]), Some(true), true),
-        (
-            mul_wide(&plain_add(&a[0], &a[1]), &plain_add(&b[0], &b[1])),
-            None,
-            false,
-        ),
-        (mul_wide(&c[0], &d[0]), Some(true), false),
-        (mul_wide(&c[1], &d[1]), Some(false), false),
-        (
-            mul_wide(&plain_add(&c[0], &c[1]), &plain_add(&d[0], &d[1])),
-            None,
-            true,
-        ),
-    ];
-    for (t, into_w0, sub_w1) in &steps {
-        if let Some(sub) = into_w0 {
-            w0 = add_sub_wide(&w0, t, *sub);
-        }
-        w1 = add_sub_wide(&w1, t, *sub_w1);
-    }
-    let four_sq = add_sub_wide(modulus_sq2, modulus_sq2, false);
-    for (name, w) in [("c0", &w0), ("c1", &w1)] {
-        assert!(
-            wide_lt(w, &four_sq),
-            "the {name} sum is not below 4 * modulus^2"
-        );
-    }
-    [
-        redc_wide::<N>(&w0, modulus, m0),
-        redc_wide::<N>(&w1, modulus, m0),
-    ]
-}
-
 /// x < y for little-endian limb vectors of one length.
 fn wide_lt(x: &[u32], y: &[u32]) -> bool {
     for k in (0..x.len()).rev() {
@@ -876,55 +819,6 @@ mod tests {
                     random_below(&FQ_MOD, &mut rng),
                 ],
             );
-        }
-    }
-
-    #[test]
-    fn fq2_differences_of_products_match_blstrs_on_edges_and_random_values() {
-        use blstrs::Fp2;
-        let sq2 = kernel_constant("FQ_MOD_SQ2");
-        let sq = mul_wide(&FQ_MOD, &FQ_MOD);
-        assert_eq!(
-            sq2,
-            add_sub_wide(&sq, &sq, false),
-            "the kernel's FQ_MOD_SQ2 is not 2 * the modulus squared"
-        );
-        let r = Fp::from(2u64).pow_vartime([384]);
-        let fp = |x: &[u32; 12]| Fp::from_bytes_le(&bytes(x).try_into().unwrap()).unwrap();
-        let f2 = |x: &[[u32; 12]; 2]| Fp2::new(fp(&x[0]), fp(&x[1]));
-        let check = |a: [[u32; 12]; 2], b: [[u32; 12]; 2], c: [[u32; 12]; 2], d: [[u32; 12]; 2]| {
-            let got = fq2_mul_sub([&a, &b, &c, &d], &FQ_MOD, &sq2, FQ_M0);
-            assert_eq!(
-                f2(&got) * Fp2::new(r, Fp::ZERO),
-                f2(&a) * f2(&b) - f2(&c) * f2(&d),
-                "{a:x?} * {b:x?} - {c:x?} * {d:x?}"
-            );
-        };
-        let mut rng = ChaCha20Rng::seed_from_u64(28);
-        let edges = edges(&FQ_MOD, &mut rng);
-        let zero = [0u32; 12];
-        let top = edges[3]; // p - 1
-        for x in &edges {
-            for y in &edges {
-                check([*x, *y], [*y, *x], [*y, *y], [*x, *x]);
-                // The sums at their extremes: one side zero, the other with
-                // every partial product near p^2, in both orders.
-                check([zero, zero], [*x, *y], [top, top], [top, top]);
-                check([top, top], [top, top], [zero, *x], [*y, zero]);
-                check([zero, top], [zero, top], [top, zero], [top, zero]);
-                check([*x, zero], [zero, *y], [top, *x], [*y, top]);
-                // a * b - a * b = 0.
-                check([*x, *y], [*y, *x], [*x, *y], [*y, *x]);
-            }
-        }
-        for _ in 0..20_000 {
-            let mut rnd = || {
-                [
-                    random_below(&FQ_MOD, &mut rng),
-                    random_below(&FQ_MOD, &mut rng),
-                ]
-            };
-            check(rnd(), rnd(), rnd(), rnd());
         }
     }
 
