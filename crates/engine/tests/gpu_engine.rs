@@ -3,6 +3,9 @@
 //! verify, with a/b/c computed on the GPU and on the CPU, partitions staged
 //! on the device and in host memory (`gpu_staging`), every kernel
 //! region ran on a GPU lane, and the memory budget returns to idle. Skips without a GPU (fails with CUZK_REQUIRE_GPU=1).
+//! With two GPUs (`gpus = [0, 1]`), one job's partitions are proved on both,
+//! byte-identical, each GPU holding the parameters (skips with fewer than
+//! two; fails instead with CUZK_REQUIRE_GPUS=2).
 
 mod common;
 
@@ -12,7 +15,7 @@ use common::*;
 use cuzk_engine::{
     Auto, Backend, Engine, EngineConfig, GpuStaging, ParamsRef, ProofRequest, ShapeId,
 };
-use cuzk_gpu_sched::testing::gpu_or_skip;
+use cuzk_gpu_sched::testing::{gpu_or_skip, gpus_or_skip};
 use cuzk_synth::Witness;
 use ff::Field;
 use rand_chacha::ChaCha20Rng;
@@ -96,6 +99,86 @@ fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging) {
     let stats = engine.stats();
     assert_eq!(stats.memory.working_set_bytes, 0);
     assert_eq!(stats.dispatch_in_flight, 0);
+}
+
+/// Two GPUs: one engine with `gpus = [0, 1]` and two workers per GPU proves
+/// a 12-partition job; every proof equals bellperson's `create_proof` with
+/// the same r and s and verifies, both GPUs ran kernel regions, and each
+/// holds the parameter set afterwards (each GPU proves whole partitions, so
+/// each needs its own copy).
+#[test]
+fn two_gpus_prove_one_jobs_partitions_byte_identical() {
+    let name = "two_gpus_prove_one_jobs_partitions_byte_identical";
+    let Some(devices) = gpus_or_skip(name, 2) else {
+        return;
+    };
+    let ordinals: Vec<usize> = devices.iter().take(2).map(|d| d.ordinal).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineConfig {
+        backend: Backend::Gpu,
+        gpus: Some(ordinals.clone()),
+        workers_per_device: Auto::Value(2),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let spec = "porep:10";
+    let params = params(spec);
+    let path = params_file(dir.path(), spec);
+    let mut rng = ChaCha20Rng::seed_from_u64(22);
+    let seeds: Vec<u64> = (1..=12).collect();
+    let randomness: Vec<(Scalar, Scalar)> = seeds
+        .iter()
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .collect();
+    let proofs = engine
+        .submit(
+            ProofRequest::new(
+                ShapeId(spec.into()),
+                ParamsRef::File(path),
+                seeds.iter().map(|&s| builtin(spec, s)).collect(),
+            )
+            .with_randomness(randomness.clone()),
+        )
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    let pvk = prepare_verifying_key(&params.vk);
+    for (i, (&seed, (r, s))) in seeds.iter().zip(&randomness).enumerate() {
+        let theirs = create_proof(builtin(spec, seed), &*params, *r, *s).unwrap();
+        assert_eq!(bytes(&proofs[i]), bytes(&theirs), "partition {i}");
+        let witness = Witness::synthesize(builtin(spec, seed)).unwrap();
+        assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
+    }
+    let summary = engine.timeline().snapshot().summary();
+    let mut ran: Vec<usize> = summary
+        .devices
+        .iter()
+        .filter(|d| d.kernel_regions > 0)
+        .map(|d| d.device)
+        .collect();
+    ran.sort_unstable();
+    assert_eq!(
+        ran, ordinals,
+        "kernel regions per device: {:?}",
+        summary.devices
+    );
+    let status = engine.status();
+    assert_eq!(status.devices.len(), 2, "{:?}", status.devices);
+    for d in &status.devices {
+        assert!(
+            d.held_bytes > 0,
+            "GPU {} holds no parameters: {d:?}",
+            d.ordinal
+        );
+    }
+    eprintln!(
+        "{spec}: 12 partitions on GPUs {ordinals:?}, byte-identical; regions {:?}",
+        summary
+            .devices
+            .iter()
+            .map(|d| (d.device, d.kernel_regions))
+            .collect::<Vec<_>>()
+    );
 }
 
 /// `backend = "gpu"` without a GPU is refused at start with the reason;

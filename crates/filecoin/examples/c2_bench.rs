@@ -116,10 +116,11 @@ fn args() -> Result<Args> {
                 let v = value()?;
                 let (name, rest) = v.split_once(':').unwrap_or((v.as_str(), ""));
                 ensure!(!name.is_empty(), "--variant NAME[:key=value,...]");
-                let overrides = rest
-                    .split(',')
+                // Commas inside brackets stay: `two:gpus=[0,1]`.
+                let overrides = cuzk_engine::bench::grid::split_values(rest)
+                    .map_err(|why| anyhow::anyhow!("--variant {v}: {why}"))?
+                    .into_iter()
                     .filter(|kv| !kv.is_empty())
-                    .map(str::to_owned)
                     .collect();
                 a.variants.push((name.to_owned(), overrides));
             }

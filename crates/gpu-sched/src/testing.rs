@@ -45,6 +45,63 @@ pub fn gpu_or_skip(test_name: &str) -> Option<Vec<DeviceInfo>> {
     }
 }
 
+/// Environment variable naming how many CUDA devices the machine has for
+/// tests that need several: with `CUZK_REQUIRE_GPUS=2`, a test asking
+/// [`gpus_or_skip`] for two devices fails when fewer are usable instead of
+/// skipping (set it on a machine with two GPUs; a one-GPU machine leaves it
+/// unset and such tests skip there with the reason).
+pub const REQUIRE_GPUS_ENV: &str = "CUZK_REQUIRE_GPUS";
+
+/// As [`gpu_or_skip`], for a test that needs at least `count` devices:
+/// returns them (all that are usable) when there are that many; with fewer,
+/// prints `skipping <test>: needs <count> CUDA devices, <n> usable` and
+/// returns `None`, or panics when `CUZK_REQUIRE_GPUS` asks for `count` or
+/// more. No device at all is [`gpu_or_skip`]'s case (a panic with
+/// `CUZK_REQUIRE_GPU=1`).
+///
+/// # Panics
+/// As described, and when `CUZK_REQUIRE_GPUS` is not a number.
+pub fn gpus_or_skip(test_name: &str, count: usize) -> Option<Vec<DeviceInfo>> {
+    let required = match parse_require_gpus(std::env::var(REQUIRE_GPUS_ENV).ok().as_deref()) {
+        Ok(required) => required,
+        Err(message) => panic!("{test_name}: {message}"),
+    };
+    let devices = gpu_or_skip(test_name)?;
+    match decide_count(test_name, count, required, devices) {
+        Decision::Run(devices) => Some(devices),
+        Decision::Skip { reason } => {
+            eprintln!("skipping {test_name}: {reason}");
+            None
+        }
+    }
+}
+
+fn parse_require_gpus(value: Option<&str>) -> std::result::Result<usize, String> {
+    match value {
+        None | Some("") => Ok(0),
+        Some(text) => text
+            .parse()
+            .map_err(|_| format!("{REQUIRE_GPUS_ENV} must be a device count, not {text:?}")),
+    }
+}
+
+/// [`gpus_or_skip`]'s policy once at least one device is usable.
+fn decide_count(
+    test_name: &str,
+    count: usize,
+    required: usize,
+    devices: Vec<DeviceInfo>,
+) -> Decision {
+    if devices.len() >= count {
+        return Decision::Run(devices);
+    }
+    let reason = format!("needs {count} CUDA devices, {} usable", devices.len());
+    if required >= count {
+        panic!("{test_name}: {reason}, and {REQUIRE_GPUS_ENV}={required} requires them");
+    }
+    Decision::Skip { reason }
+}
+
 /// For tests that run on whichever backend the machine has (an engine with
 /// `backend = "auto"`, `cuzk demo`): whether they must have run on the GPU.
 /// `true` when a CUDA device is usable; without one, `false` after printing
@@ -174,6 +231,50 @@ mod tests {
             let decision = decide("t", require_gpu, Ok(Probe::Devices(vec![h200()])));
             assert_eq!(decision, Decision::Run(vec![h200()]));
         }
+    }
+
+    fn second(mut d: DeviceInfo) -> DeviceInfo {
+        d.ordinal = 1;
+        d
+    }
+
+    #[test]
+    fn enough_devices_run_whatever_is_required() {
+        for required in [0, 1, 2, 3] {
+            let both = vec![h200(), second(h200())];
+            assert_eq!(
+                decide_count("t", 2, required, both.clone()),
+                Decision::Run(both)
+            );
+        }
+    }
+
+    #[test]
+    fn too_few_devices_skip_with_the_counts_when_not_required() {
+        for required in [0, 1] {
+            assert_eq!(
+                decide_count("t", 2, required, vec![h200()]),
+                Decision::Skip {
+                    reason: "needs 2 CUDA devices, 1 usable".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "t: needs 2 CUDA devices, 1 usable, and CUZK_REQUIRE_GPUS=2 requires them"
+    )]
+    fn too_few_devices_panic_when_required() {
+        decide_count("t", 2, 2, vec![h200()]);
+    }
+
+    #[test]
+    fn require_gpus_values() {
+        assert_eq!(parse_require_gpus(None), Ok(0));
+        assert_eq!(parse_require_gpus(Some("")), Ok(0));
+        assert_eq!(parse_require_gpus(Some("2")), Ok(2));
+        assert!(parse_require_gpus(Some("two")).is_err());
     }
 
     #[test]

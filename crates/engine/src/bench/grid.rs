@@ -55,8 +55,10 @@ impl fmt::Display for Axis {
 }
 
 /// Splits at commas that are outside brackets, braces and quotes, trimming
-/// each value.
-fn split_values(text: &str) -> std::result::Result<Vec<String>, String> {
+/// each value: a grid axis's values, or a list of `key=value` overrides
+/// (`device_memory_limit=16GiB,gpus=[0,1]` is two). Errors on an unbalanced
+/// bracket or an unclosed quote.
+pub fn split_values(text: &str) -> std::result::Result<Vec<String>, String> {
     let mut values = Vec::new();
     let mut current = String::new();
     let mut depth = 0i32;
@@ -210,6 +212,16 @@ mod tests {
         }
         let err = Axis::parse("k=1,1").unwrap_err().to_string();
         assert!(err.contains("`1` is given twice"), "{err}");
+    }
+
+    #[test]
+    fn override_lists_split_outside_brackets() {
+        assert_eq!(
+            split_values("device_memory_limit=16GiB, gpus=[0,1]").unwrap(),
+            ["device_memory_limit=16GiB", "gpus=[0,1]"]
+        );
+        assert_eq!(split_values("gpus=[0]").unwrap(), ["gpus=[0]"]);
+        assert!(split_values("gpus=[0,1").is_err());
     }
 
     #[test]
