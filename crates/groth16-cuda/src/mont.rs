@@ -131,6 +131,12 @@ pub fn sqr<const N: usize>(a: &[u32; N], modulus: &[u32; N], m0: u32) -> [u32; N
 /// half below it): one conditional subtraction.
 pub fn redc_wide<const N: usize>(w: &[u32], modulus: &[u32; N], m0: u32) -> [u32; N] {
     assert_eq!(w.len(), 2 * N, "a wide value has 2N limbs");
+    let mut bound = vec![0u32; N];
+    bound.extend_from_slice(modulus);
+    assert!(
+        wide_lt(w, &bound),
+        "redc_wide needs w below modulus * 2^(32N)"
+    );
     assert!(N >= 2 && N.is_multiple_of(2), "the limb count must be even");
     let mut even: [u32; N] = std::array::from_fn(|k| w[k]);
     let mut odd = [0u32; N];

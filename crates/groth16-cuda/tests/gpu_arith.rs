@@ -241,6 +241,23 @@ fn fq_matches_blstrs() {
 
 /// Fp is not a PrimeField in blstrs 0.7; its edges are built by hand.
 fn fp_pairs(rng: &mut ChaCha20Rng) -> (Vec<Fp>, Vec<Fp>) {
+    let edges = fp_edges();
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for x in &edges {
+        for y in &edges {
+            a.push(*x);
+            b.push(*y);
+        }
+    }
+    for _ in 0..random_count() {
+        a.push(Fp::random(&mut *rng));
+        b.push(Fp::random(&mut *rng));
+    }
+    (a, b)
+}
+
+/// 0, 1, 2, -1, -2, 1/2 and neighbours, powers of two and their neighbours.
+fn fp_edges() -> Vec<Fp> {
     let two = Fp::from(2u64);
     let half = two.invert().unwrap();
     let mut edges = vec![
@@ -260,18 +277,7 @@ fn fp_pairs(rng: &mut ChaCha20Rng) -> (Vec<Fp>, Vec<Fp>) {
         }
         pow = pow.double();
     }
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for x in &edges {
-        for y in &edges {
-            a.push(*x);
-            b.push(*y);
-        }
-    }
-    for _ in 0..random_count() {
-        a.push(Fp::random(&mut *rng));
-        b.push(Fp::random(&mut *rng));
-    }
-    (a, b)
+    edges
 }
 
 #[test]
@@ -287,6 +293,18 @@ fn fq2_matches_blstrs() {
     let mut b: Vec<Fp2> = fb.chunks_exact(2).map(|c| Fp2::new(c[0], c[1])).collect();
     a.push(Fp2::new(Fp::ZERO, Fp::ONE));
     b.push(Fp2::new(Fp::ZERO, -Fp::ONE));
+    // Mixed edge components, for the lazy multiplication's sums at their
+    // extremes: (x, y) * (y, x), and a0 = 0 with a1 b1 near p^2 (the most
+    // negative a0 b0 - a1 b1).
+    let edges = fp_edges();
+    for x in &edges {
+        for y in &edges {
+            a.push(Fp2::new(*x, *y));
+            b.push(Fp2::new(*y, *x));
+            a.push(Fp2::new(Fp::ZERO, *x));
+            b.push(Fp2::new(*y, *y));
+        }
+    }
     field_ops(&gpu, "arith_fq2_bls12_381", &a, &b);
 }
 
