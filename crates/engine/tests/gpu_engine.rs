@@ -50,32 +50,8 @@ fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging) {
     assert_eq!(engine.config().backend, "cuda");
     let mut rng = ChaCha20Rng::seed_from_u64(21);
     for spec in ["porep:10", "mul-chain:9"] {
-        let params = params(spec);
-        let path = params_file(dir.path(), spec);
         let seeds = [3u64, 1, 4, 1, 5, 9];
-        let randomness: Vec<(Scalar, Scalar)> = seeds
-            .iter()
-            .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
-            .collect();
-        let proofs = engine
-            .submit(
-                ProofRequest::new(
-                    ShapeId(spec.into()),
-                    ParamsRef::File(path),
-                    seeds.iter().map(|&s| builtin(spec, s)).collect(),
-                )
-                .with_randomness(randomness.clone()),
-            )
-            .unwrap()
-            .wait_blocking()
-            .unwrap();
-        let pvk = prepare_verifying_key(&params.vk);
-        for (i, (&seed, (r, s))) in seeds.iter().zip(&randomness).enumerate() {
-            let theirs = create_proof(builtin(spec, seed), &*params, *r, *s).unwrap();
-            assert_eq!(bytes(&proofs[i]), bytes(&theirs), "{spec} partition {i}");
-            let witness = Witness::synthesize(builtin(spec, seed)).unwrap();
-            assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
-        }
+        prove_and_check(&engine, dir.path(), spec, &seeds, &mut rng);
         eprintln!(
             "{spec}: {} GPU partitions byte-identical (gpu_abc {gpu_abc}, staged {staging:?})",
             seeds.len(),
@@ -122,33 +98,14 @@ fn two_gpus_prove_one_jobs_partitions_byte_identical() {
     })
     .unwrap();
     let spec = "porep:10";
-    let params = params(spec);
-    let path = params_file(dir.path(), spec);
-    let mut rng = ChaCha20Rng::seed_from_u64(22);
     let seeds: Vec<u64> = (1..=12).collect();
-    let randomness: Vec<(Scalar, Scalar)> = seeds
-        .iter()
-        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
-        .collect();
-    let proofs = engine
-        .submit(
-            ProofRequest::new(
-                ShapeId(spec.into()),
-                ParamsRef::File(path),
-                seeds.iter().map(|&s| builtin(spec, s)).collect(),
-            )
-            .with_randomness(randomness.clone()),
-        )
-        .unwrap()
-        .wait_blocking()
-        .unwrap();
-    let pvk = prepare_verifying_key(&params.vk);
-    for (i, (&seed, (r, s))) in seeds.iter().zip(&randomness).enumerate() {
-        let theirs = create_proof(builtin(spec, seed), &*params, *r, *s).unwrap();
-        assert_eq!(bytes(&proofs[i]), bytes(&theirs), "partition {i}");
-        let witness = Witness::synthesize(builtin(spec, seed)).unwrap();
-        assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
-    }
+    prove_and_check(
+        &engine,
+        dir.path(),
+        spec,
+        &seeds,
+        &mut ChaCha20Rng::seed_from_u64(22),
+    );
     let summary = engine.timeline().snapshot().summary();
     let mut ran: Vec<usize> = summary
         .devices
@@ -179,6 +136,43 @@ fn two_gpus_prove_one_jobs_partitions_byte_identical() {
             .map(|d| (d.device, d.kernel_regions))
             .collect::<Vec<_>>()
     );
+}
+
+/// Submits one job of `spec`'s built-in circuit (a partition per seed, r
+/// and s from `rng`) and checks every proof equals bellperson's
+/// `create_proof` with the same r and s and verifies.
+fn prove_and_check(
+    engine: &Engine,
+    dir: &std::path::Path,
+    spec: &str,
+    seeds: &[u64],
+    rng: &mut ChaCha20Rng,
+) {
+    let params = params(spec);
+    let path = params_file(dir, spec);
+    let randomness: Vec<(Scalar, Scalar)> = seeds
+        .iter()
+        .map(|_| (Scalar::random(&mut *rng), Scalar::random(&mut *rng)))
+        .collect();
+    let proofs = engine
+        .submit(
+            ProofRequest::new(
+                ShapeId(spec.into()),
+                ParamsRef::File(path),
+                seeds.iter().map(|&s| builtin(spec, s)).collect(),
+            )
+            .with_randomness(randomness.clone()),
+        )
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    let pvk = prepare_verifying_key(&params.vk);
+    for (i, (&seed, (r, s))) in seeds.iter().zip(&randomness).enumerate() {
+        let theirs = create_proof(builtin(spec, seed), &*params, *r, *s).unwrap();
+        assert_eq!(bytes(&proofs[i]), bytes(&theirs), "{spec} partition {i}");
+        let witness = Witness::synthesize(builtin(spec, seed)).unwrap();
+        assert!(verify_proof(&pvk, &proofs[i], witness.public_inputs()).unwrap());
+    }
 }
 
 /// `backend = "gpu"` without a GPU is refused at start with the reason;

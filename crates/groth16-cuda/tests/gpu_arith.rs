@@ -130,7 +130,11 @@ fn field_edges<F: PrimeField>() -> Vec<F> {
 
 /// All ordered pairs of edges, then `random_count()` random pairs.
 fn field_pairs<F: PrimeField>(rng: &mut ChaCha20Rng) -> (Vec<F>, Vec<F>) {
-    let edges = field_edges::<F>();
+    edge_pairs(field_edges::<F>(), rng)
+}
+
+/// All ordered pairs of `edges`, then `random_count()` random pairs.
+fn edge_pairs<F: Field>(edges: Vec<F>, rng: &mut ChaCha20Rng) -> (Vec<F>, Vec<F>) {
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for x in &edges {
         for y in &edges {
@@ -241,19 +245,7 @@ fn fq_matches_blstrs() {
 
 /// Fp is not a PrimeField in blstrs 0.7; its edges are built by hand.
 fn fp_pairs(rng: &mut ChaCha20Rng) -> (Vec<Fp>, Vec<Fp>) {
-    let edges = fp_edges();
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for x in &edges {
-        for y in &edges {
-            a.push(*x);
-            b.push(*y);
-        }
-    }
-    for _ in 0..random_count() {
-        a.push(Fp::random(&mut *rng));
-        b.push(Fp::random(&mut *rng));
-    }
-    (a, b)
+    edge_pairs(fp_edges(), rng)
 }
 
 /// 0, 1, 2, -1, -2, 1/2 and neighbours, powers of two and their neighbours.
