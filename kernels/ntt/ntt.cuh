@@ -33,18 +33,13 @@
 #pragma once
 #include "ff/bls12_381.cuh"
 
-// Threads per block of the pass kernels. Each thread runs two independent
-// butterflies per stage (two multiplication chains in flight). With 256
-// (74-80 registers, 3 blocks per SM) the passes reach 82% of the Fr
-// multiplication rate of arith_bench: a 2^26 H in 252 ms against a 208 ms
-// multiplication bound, H200 (bench-data/ntt/2026-11-29-ea85b80-h.json);
-// other values are not measured yet.
-#ifndef NTT_THREADS
-#define NTT_THREADS 256
-#endif
-#if NTT_THREADS < 32 || NTT_THREADS > 1024 || (NTT_THREADS & (NTT_THREADS - 1)) != 0
-#error "NTT_THREADS must be a power of two from 32 to 1024"
-#endif
+// Threads per block of the pass kernels: a template parameter of each
+// entry point (kernels/ntt.cu instantiates 128, 256 and 512, each with its
+// occupancy bound), which the host launches with (crates/groth16-cuda/src/ntt,
+// NttConfig). With radix-2 stages each thread runs two independent
+// butterflies per stage (two multiplication chains in flight); with 256
+// threads (74-80 registers, 3 blocks per SM) the passes reach 82-86% of the
+// Fr multiplication rate of arith_bench (bench-data/ntt/).
 
 // At most 2^NTT_LOG_BLOCK elements per block: 32 KiB of shared memory for
 // 2^10 elements, which leaves room for several blocks per SM. Keep in sync
@@ -174,11 +169,11 @@ __device__ __forceinline__ void ntt_pair(uint32_t q, uint32_t st, uint32_t lc, u
 // One radix-2 stage over the block's elements in shared memory. Stage 0's
 // twiddles are all 1 (a warp-uniform branch skips them); in later stages a
 // warp mixes twiddles of 1 with others, so skipping per thread saves nothing.
-template <bool DIT>
+template <bool DIT, uint32_t T>
 __device__ __forceinline__ void ntt_stage(ntt_smem_t& sm, const fr_t* radix, uint32_t st, uint32_t lc,
                                           uint32_t butterflies, uint32_t inverse) {
-    for (uint32_t q0 = threadIdx.x; q0 < butterflies; q0 += 2 * NTT_THREADS) {
-        const uint32_t q1 = q0 + NTT_THREADS;
+    for (uint32_t q0 = threadIdx.x; q0 < butterflies; q0 += 2 * T) {
+        const uint32_t q1 = q0 + T;
         const bool two = q1 < butterflies;
         uint32_t a0, a1, ja, b0 = 0, b1 = 0, jb = 0;
         ntt_pair(q0, st, lc, a0, a1, ja);
@@ -218,11 +213,73 @@ __device__ __forceinline__ void ntt_stage(ntt_smem_t& sm, const fr_t* radix, uin
     }
 }
 
+// Shared-memory index of the first row of quad q for the stage pair (st,
+// st + 1): rows r, r + 2^st, r + 2^(st+1), r + 3 * 2^st in column q mod
+// 2^lc, at i0, i0 + h, i0 + 2h, i0 + 3h with h = 2^(st + lc); j is the
+// row's bits below st. The CPU twin is `quad` in plan.rs.
+__device__ __forceinline__ void ntt_quad(uint32_t q, uint32_t st, uint32_t lc, uint32_t& i0, uint32_t& j) {
+    const uint32_t col = q & ((1u << lc) - 1);
+    const uint32_t qq = q >> lc;
+    j = qq & ((1u << st) - 1);
+    const uint32_t row = ((qq >> st) << (st + 2)) | j;
+    i0 = (row << lc) | col;
+}
+
+// Radix-2 stages st and st + 1 in one round trip through shared memory (a
+// radix-4 step): each thread takes a quad of rows and does both stages'
+// butterflies on it in registers. The same butterflies and twiddles as two
+// ntt_stage calls, so the same multiplications (a prime field's radix-4
+// butterfly saves none), with half the shared-memory traffic and
+// __syncthreads. DIT runs st then st + 1; DIF st + 1 then st. Stage st + 1
+// pairs r with r + 2^(st+1) (twiddle index j) and r + 2^st with r + 3 *
+// 2^st (index j + 2^st).
+template <bool DIT, uint32_t T>
+__device__ __forceinline__ void ntt_stage_pair(ntt_smem_t& sm, const fr_t* radix, uint32_t st, uint32_t lc,
+                                               uint32_t quads, uint32_t inverse) {
+    for (uint32_t q = threadIdx.x; q < quads; q += T) {
+        uint32_t i0, j;
+        ntt_quad(q, st, lc, i0, j);
+        const uint32_t h = 1u << (st + lc);
+        fr_t x0 = ntt_sm_load(sm, i0), x1 = ntt_sm_load(sm, i0 + h);
+        fr_t x2 = ntt_sm_load(sm, i0 + 2 * h), x3 = ntt_sm_load(sm, i0 + 3 * h);
+        if (DIT) {
+            if (st != 0) {
+                const fr_t w = ntt_stage_twiddle(radix, j, st, inverse);
+                x1 = x1 * w;
+                x3 = x3 * w;
+            }
+            const fr_t y0 = x0 + x1, y1 = x0 - x1;
+            const fr_t y2 = (x2 + x3) * ntt_stage_twiddle(radix, j, st + 1, inverse);
+            const fr_t y3 = (x2 - x3) * ntt_stage_twiddle(radix, j + (1u << st), st + 1, inverse);
+            ntt_sm_store(sm, i0, y0 + y2);
+            ntt_sm_store(sm, i0 + h, y1 + y3);
+            ntt_sm_store(sm, i0 + 2 * h, y0 - y2);
+            ntt_sm_store(sm, i0 + 3 * h, y1 - y3);
+        } else {
+            const fr_t y0 = x0 + x2, y2 = (x0 - x2) * ntt_stage_twiddle(radix, j, st + 1, inverse);
+            const fr_t y1 = x1 + x3, y3 = (x1 - x3) * ntt_stage_twiddle(radix, j + (1u << st), st + 1, inverse);
+            fr_t d0 = y0 - y1, d1 = y2 - y3;
+            if (st != 0) {
+                const fr_t w = ntt_stage_twiddle(radix, j, st, inverse);
+                d0 = d0 * w;
+                d1 = d1 * w;
+            }
+            ntt_sm_store(sm, i0, y0 + y1);
+            ntt_sm_store(sm, i0 + h, d0);
+            ntt_sm_store(sm, i0 + 2 * h, y2 + y3);
+            ntt_sm_store(sm, i0 + 3 * h, d1);
+        }
+    }
+}
+
 // One pass (see the top of this file). Block b handles the columns
 // [c0, c0 + 2^log_cols) of the rows with high bits t, where
 // b = t * 2^(lo - log_cols) + c0 / 2^log_cols; the element at block row r,
 // column c has global index t * 2^(lo + bits) + r * 2^lo + c0 + c.
-template <bool DIT>
+// With R4 the stages run in pairs (ntt_stage_pair), with a lone stage 0
+// when the pass has an odd number of bits (first in DIT, last in DIF; its
+// twiddles are 1). T is the block size.
+template <bool DIT, bool R4, uint32_t T>
 __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix,
                                          const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* sc_lo,
                                          const fr_t* sc_hi, const ntt_pass_params& p) {
@@ -234,7 +291,7 @@ __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, 
     const uint32_t c0 = (blockIdx.x & ((1u << col_blocks_log) - 1)) << lc;
     const uint32_t base = ((blockIdx.x >> col_blocks_log) << (lo + p.bits)) + c0;
 
-    for (uint32_t l = threadIdx.x; l < n; l += NTT_THREADS) {
+    for (uint32_t l = threadIdx.x; l < n; l += T) {
         const uint32_t row = l >> lc, col = l & col_mask;
         const uint32_t g = base + (row << lo) + col;
         fr_t v = ntt_load(x + g);
@@ -248,13 +305,30 @@ __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, 
     __syncthreads();
 
     const uint32_t butterflies = n >> 1;
-    for (uint32_t i = 0; i < p.bits; i++) {
-        const uint32_t st = DIT ? i : p.bits - 1 - i;
-        ntt_stage<DIT>(sm, radix, st, lc, butterflies, p.inverse);
-        __syncthreads();
+    if (!R4) {
+        for (uint32_t i = 0; i < p.bits; i++) {
+            const uint32_t st = DIT ? i : p.bits - 1 - i;
+            ntt_stage<DIT, T>(sm, radix, st, lc, butterflies, p.inverse);
+            __syncthreads();
+        }
+    } else {
+        const uint32_t odd = p.bits & 1;
+        if (DIT && odd) {
+            ntt_stage<DIT, T>(sm, radix, 0, lc, butterflies, p.inverse);
+            __syncthreads();
+        }
+        for (uint32_t i = 0; i + 1 < p.bits; i += 2) {
+            const uint32_t st = DIT ? odd + i : p.bits - 2 - i;
+            ntt_stage_pair<DIT, T>(sm, radix, st, lc, n >> 2, p.inverse);
+            __syncthreads();
+        }
+        if (!DIT && odd) {
+            ntt_stage<DIT, T>(sm, radix, 0, lc, butterflies, p.inverse);
+            __syncthreads();
+        }
     }
 
-    for (uint32_t l = threadIdx.x; l < n; l += NTT_THREADS) {
+    for (uint32_t l = threadIdx.x; l < n; l += T) {
         const uint32_t row = l >> lc, col = l & col_mask;
         const uint32_t g = base + (row << lo) + col;
         fr_t v = ntt_sm_load(sm, l);

@@ -9,8 +9,13 @@
 //! - from pinned host memory (`GpuNtt::compute_h_from_host`), uploads
 //!   serial vs overlapped with the first transforms on a second stream.
 //!
+//! - every other pass kernel variant and factor table layout (`NttConfig`),
+//!   device-resident, each against the default timed just before it on the
+//!   same data (`NTT_BENCH_VARIANTS=0` leaves them out).
+//!
 //! One warm-up, then the median of 7 GPU runs (3 CPU runs, 1 at 2^26).
-//! Writes the bench-data JSON to stdout.
+//! `NTT_BENCH_SIZES=24,26` picks the sizes (default 22, 24, 26). Writes the
+//! bench-data JSON to stdout.
 //!
 //! Usage: ntt_bench <short git revision> <the command line, for the record>
 
@@ -30,8 +35,8 @@ use cuzk_groth16_cuda::{
     cpu::compute_h,
     cuda::{DeviceModule, Gpu, grid_1d},
     ntt::{
-        GpuNtt, Upload, copy_device,
-        plan::{DomainPlan, Launch, Op},
+        GpuNtt, NttConfig, PassKernel, Upload, copy_device,
+        plan::{DomainPlan, Launch, MAX_LOG2, Op},
     },
 };
 use cuzk_pinned_pool::{Pool, PoolConfig, Request, TypedLease};
@@ -65,6 +70,27 @@ fn random(n: usize, seed: u64) -> Vec<Scalar> {
     v
 }
 
+/// The configurations timed beside the default: each pass kernel variant
+/// with the default factor tables, and each with one table per pass.
+fn ntt_variants() -> Vec<(String, NttConfig)> {
+    let mut out = Vec::new();
+    for pass_kernel in PassKernel::ALL {
+        for (tables, single_table_log) in [
+            ("split", NttConfig::default().single_table_log),
+            ("single", MAX_LOG2),
+        ] {
+            let config = NttConfig {
+                pass_kernel,
+                single_table_log,
+            };
+            if config != NttConfig::default() {
+                out.push((format!("{pass_kernel:?}-{tables}"), config));
+            }
+        }
+    }
+    out
+}
+
 fn pinned(pool: &Pool, v: &[Scalar]) -> Result<TypedLease<Scalar>> {
     let lease = pool.lease(Request::elems::<Scalar>(v.len()))?;
     // SAFETY: Scalar is four u64 limbs: no padding, no pointers, every bit
@@ -81,6 +107,20 @@ fn main() -> Result<()> {
     let gpu = Gpu::get(0).context("this benchmark needs a GPU")?;
     let ntt = GpuNtt::new(Arc::clone(&gpu));
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    // NTT_BENCH_VARIANTS=0 times the default configuration alone.
+    let variants = std::env::var("NTT_BENCH_VARIANTS").map_or(true, |v| v != "0");
+    // NTT_BENCH_SIZES=24,26 takes those sizes only.
+    let sizes: Vec<u32> = match std::env::var("NTT_BENCH_SIZES") {
+        Ok(v) => v
+            .split(',')
+            .map(|x| {
+                x.trim()
+                    .parse::<u32>()
+                    .context("NTT_BENCH_SIZES: log2 sizes like 24,26")
+            })
+            .collect::<Result<_>>()?,
+        Err(_) => SIZES.to_vec(),
+    };
     let mut results: Vec<Value> = Vec::new();
 
     // Ceiling 1: device-to-device copy bandwidth, bytes read + written.
@@ -146,7 +186,7 @@ fn main() -> Result<()> {
     let pool = Pool::pinned(gpu.ordinal(), PoolConfig::unbounded())?;
     // Checks that failed: reported after the JSON, so the timings survive.
     let mut failures: Vec<String> = Vec::new();
-    for log2 in SIZES {
+    for log2 in sizes {
         let m = 1usize << log2;
         let seed = u64::from(log2) * 10;
         let (a, b, c) = (random(m, seed), random(m, seed + 1), random(m, seed + 2));
@@ -189,6 +229,54 @@ fn main() -> Result<()> {
         let exact = got[..m - 1] == want[..];
         if !exact {
             failures.push(format!("2^{log2}: the GPU's h differs from cpu::compute_h"));
+        }
+        // The other pass kernels and factor tables, on the same data, each
+        // against the default just timed.
+        if variants {
+            for (label, config) in ntt_variants() {
+                let v = GpuNtt::with_config(Arc::clone(&gpu), config);
+                v.prepare(log2)?;
+                let vplan = DomainPlan::with_single_table_log(log2, config.single_table_log)?;
+                let vmuls: u64 = vplan
+                    .launches(Op::H)
+                    .iter()
+                    .map(Launch::multiplications)
+                    .sum();
+                let vs = time_gpu(&gpu, |setup| {
+                    if setup {
+                        copy_device(&mut wa, &pa)?;
+                        copy_device(&mut wb, &pb)?;
+                        copy_device(&mut wc, &pc)?;
+                    } else {
+                        v.compute_h(&mut wa, &mut wb, &mut wc, log2)?;
+                    }
+                    Ok(())
+                })?;
+                let vexact = wa.download()?[..m - 1] == want[..];
+                if !vexact {
+                    failures.push(format!("2^{log2} {label}: h differs from cpu::compute_h"));
+                }
+                eprintln!(
+                    "2^{log2}: {label} {:.4} s (default {:.4} s)",
+                    vs.median, s.median
+                );
+                results.push(json!({
+                    "name": format!("ntt/h/2^{log2}/random/{label}"),
+                    "unit": "s",
+                    "median": vs.median, "min": vs.min, "max": vs.max, "runs": vs.runs,
+                    "derived": {
+                        "mul_per_s": vmuls as f64 / vs.median,
+                        "fraction_of_mul_bound": vmuls as f64 / mul_rate / vs.median,
+                    },
+                    "baseline": {"name": "default NttConfig, same run", "median": s.median, "min": s.min, "max": s.max, "runs": s.runs},
+                    "ratio_vs_baseline": s.median / vs.median,
+                    "bit_exact_vs_cpu": vexact,
+                    "notes": format!(
+                        "device-resident a, b, c; {config:?}; {vmuls:.3e} Fr multiplications; h {} cpu::compute_h bit for bit",
+                        if vexact { "equals" } else { "DIFFERS FROM" }
+                    ),
+                }));
+            }
         }
         // Each launch alone (one run after the timed ones), to see where the
         // time goes.

@@ -4,7 +4,8 @@
 //! and once at the size above that top with fresh data, for
 //! lengths that are not powers of two, and on edge data; `fft`, `ifft`,
 //! `coset_fft`, `icoset_fft` against bellperson's `EvaluationDomain`; the
-//! device-resident and the overlapped-upload entry points; and the errors
+//! device-resident and the overlapped-upload entry points; every pass
+//! kernel variant, with split and single factor tables; and the errors
 //! for sizes it cannot take. Skips without a GPU; fails instead when
 //! `CUZK_REQUIRE_GPU=1`.
 
@@ -17,7 +18,7 @@ use cuzk_groth16_cuda::{
     Groth16Error,
     cpu::compute_h,
     cuda::Gpu,
-    ntt::{GpuNtt, Upload},
+    ntt::{GpuNtt, NttConfig, PassKernel, Upload, plan::MAX_LOG2},
 };
 use cuzk_pinned_pool::{Pool, PoolConfig, Request};
 use ec_gpu_gen::threadpool::Worker;
@@ -101,6 +102,47 @@ fn h_matches_cpu_for_every_power_of_two() {
         let seed = u64::from(log2) * 3;
         let (a, b, c) = (random(m, seed), random(m, seed + 1), random(m, seed + 2));
         check_h(&ntt, &format!("2^{log2} random"), &a, &b, &c);
+    }
+}
+
+/// Every pass kernel variant (radix-2 and stage pairs, each block size)
+/// with the default split factor tables and with one table per pass, on
+/// sizes with one, two and three passes of odd and even bits, and on edge
+/// data (zeros, ones, p - 1).
+#[test]
+fn every_pass_kernel_and_factor_table_gives_the_cpu_h() {
+    let Some(ntt) = setup("every_pass_kernel_and_factor_table_gives_the_cpu_h") else {
+        return;
+    };
+    let gpu = Arc::clone(ntt.gpu());
+    for pass_kernel in PassKernel::ALL {
+        for single_table_log in [NttConfig::default().single_table_log, MAX_LOG2] {
+            let config = NttConfig {
+                pass_kernel,
+                single_table_log,
+            };
+            let ntt = GpuNtt::with_config(Arc::clone(&gpu), config);
+            for log2 in [1u32, 2, 5, 10, 11, 17, 19, 20, 21] {
+                let m = 1usize << log2;
+                let seed = 1000 + u64::from(log2);
+                let (a, b, c) = (random(m, seed), random(m, seed + 1), random(m, seed + 2));
+                check_h(&ntt, &format!("{config:?}, 2^{log2}"), &a, &b, &c);
+            }
+            let m = 1usize << 12;
+            let minus_one = -Scalar::ONE;
+            let edge: Vec<Scalar> = (0..m)
+                .map(|i| match i % 3 {
+                    0 => Scalar::ZERO,
+                    1 => Scalar::ONE,
+                    _ => minus_one,
+                })
+                .collect();
+            let (b, c) = (
+                vec![minus_one; m],
+                edge.iter().rev().copied().collect::<Vec<_>>(),
+            );
+            check_h(&ntt, &format!("{config:?}, 2^12 edge"), &edge, &b, &c);
+        }
     }
 }
 

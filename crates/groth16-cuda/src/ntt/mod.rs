@@ -33,6 +33,7 @@ use crate::{
     Groth16Error, Result,
     cuda::{DeviceBuffer, Gpu},
 };
+pub use plan::Stages;
 use plan::{DomainPlan, Launch, MAX_LOG2, Op, PRE_AB_MINUS_C, TableSpec, Vector};
 
 /// The PTX module's name.
@@ -82,6 +83,105 @@ impl HBuffers {
     }
 }
 
+/// The pass kernel variants of `kernels/ntt.cu` (`NTT_PASS_KERNELS`): how
+/// the stages run ([`Stages`]), threads per block, and the blocks per SM
+/// the register allocation must allow. All give the same values; they
+/// differ in speed, chosen by measurement (`examples/ntt_bench.rs` times
+/// each beside the default in one run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PassKernel {
+    /// Radix-2 stages, 256 threads (74-78 registers, 3 blocks per SM).
+    #[default]
+    Radix2,
+    /// Radix-2 stages, 128 threads (76-78 registers, 6 blocks per SM).
+    Radix2T128,
+    /// Radix-2 stages, 256 threads held to 64 registers (4 blocks per SM;
+    /// a few spilled words).
+    Radix2T256B4,
+    /// Stage pairs, 256 threads (78-88 registers).
+    Radix4,
+    /// Stage pairs, 256 threads held to 3 blocks per SM (77-78 registers).
+    Radix4T256B3,
+    /// Stage pairs, 128 threads held to 6 blocks per SM (77-78 registers).
+    Radix4T128B6,
+    /// Stage pairs, 256 threads held to 64 registers (4 blocks per SM;
+    /// a few spilled words).
+    Radix4T256B4,
+}
+
+impl PassKernel {
+    /// Every variant, the default first.
+    pub const ALL: [PassKernel; 7] = [
+        PassKernel::Radix2,
+        PassKernel::Radix2T128,
+        PassKernel::Radix2T256B4,
+        PassKernel::Radix4,
+        PassKernel::Radix4T256B3,
+        PassKernel::Radix4T128B6,
+        PassKernel::Radix4T256B4,
+    ];
+
+    /// The suffix of its entry points, `ntt_{dif,dit}_pass<suffix>_bls12_381`.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            PassKernel::Radix2 => "",
+            PassKernel::Radix2T128 => "_r2_t128",
+            PassKernel::Radix2T256B4 => "_r2_t256_b4",
+            PassKernel::Radix4 => "_r4_t256",
+            PassKernel::Radix4T256B3 => "_r4_t256_b3",
+            PassKernel::Radix4T128B6 => "_r4_t128_b6",
+            PassKernel::Radix4T256B4 => "_r4_t256_b4",
+        }
+    }
+
+    /// Threads per block it is compiled for.
+    pub fn threads(self) -> u32 {
+        match self {
+            PassKernel::Radix2T128 | PassKernel::Radix4T128B6 => 128,
+            _ => plan::THREADS,
+        }
+    }
+
+    /// How it runs the stages.
+    pub fn stages(self) -> Stages {
+        match self {
+            PassKernel::Radix2 | PassKernel::Radix2T128 | PassKernel::Radix2T256B4 => {
+                Stages::Radix2
+            }
+            _ => Stages::Radix4,
+        }
+    }
+
+    /// The entry point of a DIT (`dit`) or DIF pass.
+    pub fn entry_point(self, dit: bool) -> String {
+        let dir = if dit { "dit" } else { "dif" };
+        format!("ntt_{dir}_pass{}_bls12_381", self.suffix())
+    }
+}
+
+/// Tuning of [`GpuNtt`]; [`NttConfig::default`] is what the prover uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NttConfig {
+    /// The pass kernel variant.
+    pub pass_kernel: PassKernel,
+    /// Factor tables of up to 2^single_table_log entries are read with one
+    /// lookup ([`DomainPlan::with_single_table_log`]). The default,
+    /// [`plan::MAX_SINGLE_TABLE_LOG`] (18), keeps every table within 8 MiB;
+    /// [`plan::MAX_LOG2`] gives every pass one lookup, at a device table of
+    /// 32 * 2^log2 bytes per domain (2 GiB at 2^26), kept with the domain
+    /// for the `GpuNtt`'s lifetime.
+    pub single_table_log: u32,
+}
+
+impl Default for NttConfig {
+    fn default() -> Self {
+        NttConfig {
+            pass_kernel: PassKernel::Radix2,
+            single_table_log: plan::MAX_SINGLE_TABLE_LOG,
+        }
+    }
+}
+
 /// A domain's plan and its tables on the device.
 struct Domain {
     plan: DomainPlan,
@@ -93,6 +193,7 @@ struct Domain {
 /// to the calling thread's stream ([`Gpu::stream`]).
 pub struct GpuNtt {
     gpu: Arc<Gpu>,
+    config: NttConfig,
     domains: Mutex<HashMap<u32, Arc<Domain>>>,
     /// The second stream of [`Upload::Overlapped`], created on first use.
     copy_stream: Mutex<Option<Arc<CudaStream>>>,
@@ -104,6 +205,7 @@ impl std::fmt::Debug for GpuNtt {
         sizes.sort_unstable();
         f.debug_struct("GpuNtt")
             .field("gpu", &self.gpu.ordinal())
+            .field("config", &self.config)
             .field("domains_log2", &sizes)
             .finish()
     }
@@ -112,8 +214,14 @@ impl std::fmt::Debug for GpuNtt {
 impl GpuNtt {
     /// The NTT of `gpu`; nothing is loaded or allocated until first use.
     pub fn new(gpu: Arc<Gpu>) -> Self {
+        Self::with_config(gpu, NttConfig::default())
+    }
+
+    /// [`GpuNtt::new`] with another configuration.
+    pub fn with_config(gpu: Arc<Gpu>, config: NttConfig) -> Self {
         GpuNtt {
             gpu,
+            config,
             domains: Mutex::new(HashMap::new()),
             copy_stream: Mutex::new(None),
         }
@@ -122,6 +230,11 @@ impl GpuNtt {
     /// The GPU it runs on.
     pub fn gpu(&self) -> &Arc<Gpu> {
         &self.gpu
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> NttConfig {
+        self.config
     }
 
     /// Loads the module and builds the tables of a 2^log2 domain now, to
@@ -498,7 +611,7 @@ impl GpuNtt {
             return Ok(Arc::clone(d));
         }
         let _s = tracing::debug_span!("ntt_tables", log2).entered();
-        let plan = DomainPlan::new(log2)?;
+        let plan = DomainPlan::with_single_table_log(log2, self.config.single_table_log)?;
         let tables = plan
             .tables()
             .iter()
@@ -534,15 +647,11 @@ impl GpuNtt {
                     sc,
                     params,
                 } => {
-                    let name = if dit {
-                        "ntt_dit_pass_bls12_381"
-                    } else {
-                        "ntt_dif_pass_bls12_381"
-                    };
-                    let kernel = self.gpu.kernel(MODULE, name)?;
+                    let variant = self.config.pass_kernel;
+                    let kernel = self.gpu.kernel(MODULE, &variant.entry_point(dit))?;
                     let config = LaunchConfig {
                         grid_dim: (grid, 1, 1),
-                        block_dim: (plan::THREADS, 1, 1),
+                        block_dim: (variant.threads(), 1, 1),
                         shared_mem_bytes: 0,
                     };
                     let placeholder = &t[domain.plan.placeholder()];
@@ -762,4 +871,41 @@ fn cuda_error(what: &'static str) -> impl FnOnce(cudarc::driver::DriverError) ->
 /// The caches stay consistent if a holder panicked; ignore poisoning.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each variant's suffix, threads and stages are those the module
+    /// instantiates (`NTT_PASS_KERNELS(suffix, r4, threads, min_blocks)` in
+    /// kernels/ntt.cu), and no instantiation lacks a variant.
+    #[test]
+    fn pass_kernels_match_the_module() {
+        let source = include_str!("../../../../kernels/ntt.cu");
+        let lines: Vec<Vec<&str>> = source
+            .lines()
+            .filter_map(|l| l.strip_prefix("NTT_PASS_KERNELS("))
+            .map(|l| l.trim_end_matches(')').split(',').map(str::trim).collect())
+            .collect();
+        assert_eq!(lines.len(), PassKernel::ALL.len(), "{lines:?}");
+        for k in PassKernel::ALL {
+            let line = lines
+                .iter()
+                .find(|l| l[0] == k.suffix())
+                .unwrap_or_else(|| panic!("{k:?}: no NTT_PASS_KERNELS({}, ...)", k.suffix()));
+            assert_eq!(line[1] == "true", k.stages() == Stages::Radix4, "{k:?}");
+            assert_eq!(line[2], k.threads().to_string(), "{k:?}");
+            assert!(k.entry_point(true).starts_with("ntt_dit_pass"));
+            assert!(
+                k.entry_point(false)
+                    .ends_with(&format!("{}_bls12_381", k.suffix()))
+            );
+        }
+        assert_eq!(PassKernel::ALL[0], PassKernel::default());
+        assert_eq!(
+            PassKernel::default().entry_point(false),
+            "ntt_dif_pass_bls12_381"
+        );
+    }
 }

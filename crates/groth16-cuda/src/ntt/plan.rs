@@ -18,7 +18,8 @@ use crate::{Groth16Error, Result};
 /// At most 2^LOG_BLOCK elements per block (`NTT_LOG_BLOCK`): 32 KiB of shared
 /// memory, and the order of the stage-twiddle table.
 pub const LOG_BLOCK: u32 = 10;
-/// Threads per block of the pass kernels (`NTT_THREADS`).
+/// Threads per block of the default pass kernels (the variants of
+/// `crate::ntt::PassKernel` have their own).
 pub const THREADS: u32 = 256;
 /// Threads per block of the bit-reversal kernel.
 pub const BITREV_THREADS: u32 = 256;
@@ -32,8 +33,20 @@ pub const MAX_UPPER_BITS: u32 = 9;
 /// Factor tables of up to 2^18 entries (8 MiB, which stays in L2) are read
 /// with one lookup per element; larger ones are split in two halves whose
 /// product costs one extra multiplication (only the top pass of a transform
-/// above 2^18 needs that).
+/// above 2^18 needs that). The default of [`DomainPlan::new`];
+/// [`DomainPlan::with_single_table_log`] takes another bound.
 pub const MAX_SINGLE_TABLE_LOG: u32 = 18;
+
+/// How a pass runs its radix-2 stages in shared memory: one stage per round
+/// trip (`ntt_stage`), or two (`ntt_stage_pair`: the same butterflies on a
+/// quad of rows in registers, with a lone stage 0 when the pass has an odd
+/// number of bits). Both give the same values; [`DomainPlan::run_on_cpu_with`]
+/// follows either's index arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stages {
+    Radix2,
+    Radix4,
+}
 /// The largest domain: bellperson refuses log2 >= Fr's two-adicity (32).
 pub const MAX_LOG2: u32 = Scalar::S - 1;
 
@@ -210,8 +223,8 @@ impl Launch {
     /// Field multiplications the launch does (the kernels' cost model): per
     /// pass, one per butterfly outside stage 0 (whose twiddles are 1), one
     /// per element for the four-step factor (two with a split table), one for
-    /// the pointwise product and two for a split scale; the bit-reversal's
-    /// scaling likewise.
+    /// the pointwise product and two for a scale from a split table (one
+    /// from a whole one); the bit-reversal's scaling likewise.
     pub fn multiplications(&self) -> u64 {
         match self {
             Launch::Pass { params: p, .. } => {
@@ -224,7 +237,7 @@ impl Launch {
                     per_elem2 += 2;
                 }
                 if p.post == POST_SCALE_REV {
-                    per_elem2 += 4;
+                    per_elem2 += if p.sc_l < p.log_m { 4 } else { 2 };
                 }
                 per_elem2 * m / 2
             }
@@ -233,6 +246,7 @@ impl Launch {
                 match p.scale {
                     SCALE_NONE => 0,
                     SCALE_CONST => m,
+                    _ if p.sc_l >= p.log_m => m,
                     _ => 2 * m,
                 }
             }
@@ -302,6 +316,18 @@ pub struct DomainPlan {
 impl DomainPlan {
     /// The plan of a domain of 2^log2 elements, 1 <= log2 <= [`MAX_LOG2`].
     pub fn new(log2: u32) -> Result<Self> {
+        Self::with_single_table_log(log2, MAX_SINGLE_TABLE_LOG)
+    }
+
+    /// [`DomainPlan::new`] with factor tables of up to 2^single_log entries
+    /// read with one lookup (larger ones split in two), and H's two scaling
+    /// tables whole when the domain has at most 2^single_log elements. A
+    /// pass's factor table has 2^hi entries of 32 bytes (hi: one past the
+    /// pass's top bit), so `single_log = log2` makes three tables of 2^log2
+    /// entries (6 GiB at 2^26) and saves H one multiplication per element
+    /// in each of its seven top passes, its three coset scalings and its
+    /// final scaling.
+    pub fn with_single_table_log(log2: u32, single_log: u32) -> Result<Self> {
         if log2 == 0 || log2 > MAX_LOG2 {
             return Err(Groth16Error::NttSize {
                 detail: format!("a domain of 2^{log2} elements; the NTT takes 2^1 to 2^{MAX_LOG2}"),
@@ -330,12 +356,8 @@ impl DomainPlan {
             } else {
                 let hi = pass.hi();
                 let w = omega(hi);
-                Some(if hi <= MAX_SINGLE_TABLE_LOG {
-                    SplitTable {
-                        lo: plan.table(w, one, hi),
-                        hi: plan.one,
-                        l: hi,
-                    }
+                Some(if hi <= single_log {
+                    plan.single(w, one, hi)
                 } else {
                     plan.split(w, one, hi)
                 })
@@ -353,12 +375,19 @@ impl DomainPlan {
         // with l = log2 - bottom bits.
         let bottom = passes[0].bits;
         let l = log2 - bottom;
-        plan.coset_post = SplitTable {
-            lo: plan.table(g, minv, l),
-            hi: plan.table(g.pow_vartime([1u64 << l]), one, bottom),
-            l,
-        };
-        plan.h_final = plan.split(ginv, minv * zinv, log2);
+        // H's two scalings (one multiplication an element fewer each when
+        // their tables are whole; CosetFft and IcosetFft keep split tables).
+        if log2 <= single_log {
+            plan.coset_post = plan.single(g, minv, log2);
+            plan.h_final = plan.single(ginv, minv * zinv, log2);
+        } else {
+            plan.coset_post = SplitTable {
+                lo: plan.table(g, minv, l),
+                hi: plan.table(g.pow_vartime([1u64 << l]), one, bottom),
+                l,
+            };
+            plan.h_final = plan.split(ginv, minv * zinv, log2);
+        }
         plan.coset_pre = plan.split(g, one, log2);
         plan.icoset = plan.split(ginv, minv, log2);
         plan.minv = SplitTable {
@@ -405,6 +434,16 @@ impl DomainPlan {
             lo: self.table(base, scale, l),
             hi: self.table(base.pow_vartime([1u64 << l]), Scalar::ONE, log - l),
             l,
+        }
+    }
+
+    /// `scale * base^e` for e < 2^log as one table (`hi` is the placeholder
+    /// and never read: e >> log is 0).
+    fn single(&mut self, base: Scalar, scale: Scalar, log: u32) -> SplitTable {
+        SplitTable {
+            lo: self.table(base, scale, log),
+            hi: self.one,
+            l: log,
         }
     }
 
@@ -571,6 +610,18 @@ impl DomainPlan {
         tables: &[Vec<Scalar>],
         vectors: [&mut [Scalar]; 3],
     ) {
+        self.run_on_cpu_with(Stages::Radix2, launches, tables, vectors);
+    }
+
+    /// [`DomainPlan::run_on_cpu`] with the passes' stages run as `stages`
+    /// (the twin of the kernel variant that runs them so).
+    pub fn run_on_cpu_with(
+        &self,
+        stages: Stages,
+        launches: &[Launch],
+        tables: &[Vec<Scalar>],
+        vectors: [&mut [Scalar]; 3],
+    ) {
         let [a, b, c] = vectors;
         for launch in launches {
             match *launch {
@@ -591,7 +642,18 @@ impl DomainPlan {
                         Vector::B => (&mut *b, None),
                         Vector::C => (&mut *c, None),
                     };
-                    cpu_pass(dit, grid, x, pre, &tables[radix], t(tw), t(sc), &params);
+                    let stages_of = |st| cpu_stages(stages, dit, st);
+                    cpu_pass(
+                        dit,
+                        grid,
+                        x,
+                        pre,
+                        &tables[radix],
+                        t(tw),
+                        t(sc),
+                        &params,
+                        stages_of,
+                    );
                 }
                 Launch::Bitrev { x, sc, params, .. } => {
                     let x: &mut [Scalar] = match x {
@@ -641,7 +703,115 @@ fn factor(p: &PassParams, tw: (&[Scalar], &[Scalar]), col: u32, row: u32) -> Opt
     Some(table_pow(tw, p.tw_l, e))
 }
 
-/// `ntt_pass` of kernels/ntt/ntt.cuh, block by block.
+/// The stage steps of a pass of `bits` stages, in order: `(st, false)` one
+/// radix-2 stage st, `(st, true)` the pair st, st + 1 (`ntt_pass`'s loops).
+fn cpu_stages(stages: Stages, dit: bool, bits: u32) -> Vec<(u32, bool)> {
+    match stages {
+        Stages::Radix2 => (0..bits)
+            .map(|i| (if dit { i } else { bits - 1 - i }, false))
+            .collect(),
+        Stages::Radix4 => {
+            let odd = bits & 1;
+            let mut out = Vec::new();
+            if dit && odd == 1 {
+                out.push((0, false));
+            }
+            let mut i = 0;
+            while i + 1 < bits {
+                out.push((if dit { odd + i } else { bits - 2 - i }, true));
+                i += 2;
+            }
+            if !dit && odd == 1 {
+                out.push((0, false));
+            }
+            out
+        }
+    }
+}
+
+/// `ntt_stage_twiddle`: omega_{2^(st+1)}^j (or its inverse) from the radix table.
+fn stage_twiddle(radix: &[Scalar], j: u32, st: u32, inverse: bool) -> Scalar {
+    let mut e = j << (LOG_BLOCK - 1 - st);
+    if inverse {
+        e = ((1 << LOG_BLOCK) - e) & ((1 << LOG_BLOCK) - 1);
+    }
+    radix[e as usize]
+}
+
+/// `ntt_quad`: the shared-memory index of quad q's first row for the stage
+/// pair (st, st + 1), and the row's bits below st.
+fn quad(q: u32, st: u32, lc: u32) -> (usize, u32) {
+    let col = q & ((1 << lc) - 1);
+    let qq = q >> lc;
+    let j = qq & ((1 << st) - 1);
+    let row = ((qq >> st) << (st + 2)) | j;
+    (((row << lc) | col) as usize, j)
+}
+
+/// One radix-2 stage over the block (`ntt_stage`).
+fn cpu_stage(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u32, inverse: bool) {
+    let n = sm.len() as u32;
+    for q in 0..n / 2 {
+        let col = q & ((1 << lc) - 1);
+        let qq = q >> lc;
+        let j = qq & ((1 << st) - 1);
+        let row = ((qq >> st) << (st + 1)) | j;
+        let i0 = ((row << lc) | col) as usize;
+        let i1 = i0 + (1usize << (st + lc));
+        let w = stage_twiddle(radix, j, st, inverse);
+        let (u, v) = (sm[i0], sm[i1]);
+        if dit {
+            let v = if st != 0 { v * w } else { v };
+            sm[i0] = u + v;
+            sm[i1] = u - v;
+        } else {
+            let d = u - v;
+            sm[i0] = u + v;
+            sm[i1] = if st != 0 { d * w } else { d };
+        }
+    }
+}
+
+/// Stages st and st + 1 on quads of rows (`ntt_stage_pair`).
+fn cpu_stage_pair(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u32, inverse: bool) {
+    let n = sm.len() as u32;
+    let h = 1usize << (st + lc);
+    for q in 0..n / 4 {
+        let (i0, j) = quad(q, st, lc);
+        let (x0, mut x1, x2, mut x3) = (sm[i0], sm[i0 + h], sm[i0 + 2 * h], sm[i0 + 3 * h]);
+        let wa = stage_twiddle(radix, j, st + 1, inverse);
+        let wb = stage_twiddle(radix, j + (1 << st), st + 1, inverse);
+        if dit {
+            if st != 0 {
+                let w = stage_twiddle(radix, j, st, inverse);
+                x1 *= w;
+                x3 *= w;
+            }
+            let (y0, y1) = (x0 + x1, x0 - x1);
+            let (y2, y3) = ((x2 + x3) * wa, (x2 - x3) * wb);
+            sm[i0] = y0 + y2;
+            sm[i0 + h] = y1 + y3;
+            sm[i0 + 2 * h] = y0 - y2;
+            sm[i0 + 3 * h] = y1 - y3;
+        } else {
+            let (y0, y2) = (x0 + x2, (x0 - x2) * wa);
+            let (y1, y3) = (x1 + x3, (x1 - x3) * wb);
+            let (mut d0, mut d1) = (y0 - y1, y2 - y3);
+            if st != 0 {
+                let w = stage_twiddle(radix, j, st, inverse);
+                d0 *= w;
+                d1 *= w;
+            }
+            sm[i0] = y0 + y1;
+            sm[i0 + h] = d0;
+            sm[i0 + 2 * h] = y2 + y3;
+            sm[i0 + 3 * h] = d1;
+        }
+    }
+}
+
+/// `ntt_pass` of kernels/ntt/ntt.cuh, block by block, with the stage steps
+/// `stages(bits)` gives.
 #[allow(clippy::too_many_arguments)]
 fn cpu_pass(
     dit: bool,
@@ -652,11 +822,14 @@ fn cpu_pass(
     tw: (&[Scalar], &[Scalar]),
     sc: (&[Scalar], &[Scalar]),
     p: &PassParams,
+    stages: impl Fn(u32) -> Vec<(u32, bool)>,
 ) {
     let (lo, lc) = (p.lo, p.log_cols);
     let n = 1u32 << (p.bits + lc);
     let col_mask = (1u32 << lc) - 1;
     let col_blocks_log = lo - lc;
+    let steps = stages(p.bits);
+    let inverse = p.inverse != 0;
     let mut sm = vec![Scalar::ZERO; n as usize];
     for block in 0..grid {
         let c0 = (block & ((1 << col_blocks_log) - 1)) << lc;
@@ -676,30 +849,11 @@ fn cpu_pass(
             }
             sm[l as usize] = v;
         }
-        for i in 0..p.bits {
-            let st = if dit { i } else { p.bits - 1 - i };
-            for q in 0..n / 2 {
-                let col = q & col_mask;
-                let qq = q >> lc;
-                let j = qq & ((1 << st) - 1);
-                let row = ((qq >> st) << (st + 1)) | j;
-                let i0 = ((row << lc) | col) as usize;
-                let i1 = i0 + (1usize << (st + lc));
-                let mut e = j << (LOG_BLOCK - 1 - st);
-                if p.inverse != 0 {
-                    e = ((1 << LOG_BLOCK) - e) & ((1 << LOG_BLOCK) - 1);
-                }
-                let w = radix[e as usize];
-                let (u, v) = (sm[i0], sm[i1]);
-                if dit {
-                    let v = if st != 0 { v * w } else { v };
-                    sm[i0] = u + v;
-                    sm[i1] = u - v;
-                } else {
-                    let d = u - v;
-                    sm[i0] = u + v;
-                    sm[i1] = if st != 0 { d * w } else { d };
-                }
+        for &(st, pair) in &steps {
+            if pair {
+                cpu_stage_pair(&mut sm, radix, dit, st, lc, inverse);
+            } else {
+                cpu_stage(&mut sm, radix, dit, st, lc, inverse);
             }
         }
         for l in 0..n {
@@ -875,9 +1029,16 @@ mod tests {
         }
     }
 
-    fn run(plan: &DomainPlan, op: Op, a: &mut [Scalar], b: &mut [Scalar], c: &mut [Scalar]) {
+    fn run_with(
+        stages: Stages,
+        plan: &DomainPlan,
+        op: Op,
+        a: &mut [Scalar],
+        b: &mut [Scalar],
+        c: &mut [Scalar],
+    ) {
         let tables: Vec<Vec<Scalar>> = plan.tables().iter().map(TableSpec::values).collect();
-        plan.run_on_cpu(&plan.launches(op), &tables, [a, b, c]);
+        plan.run_on_cpu_with(stages, &plan.launches(op), &tables, [a, b, c]);
     }
 
     /// The CPU twin of the kernels computes what bellperson computes, for
@@ -886,6 +1047,18 @@ mod tests {
     /// 2^11..2^19 at two).
     #[test]
     fn cpu_twin_matches_bellperson() {
+        twin_matches_bellperson(Stages::Radix2);
+    }
+
+    /// The same with the stages in pairs (the `_r4` kernels), over passes of
+    /// both parities of bits, so the lone stage 0 runs first in DIT and last
+    /// in DIF.
+    #[test]
+    fn cpu_twin_radix4_matches_bellperson() {
+        twin_matches_bellperson(Stages::Radix4);
+    }
+
+    fn twin_matches_bellperson(stages: Stages) {
         let worker = Worker::new();
         for log2 in (1..=12).chain([15, 19]) {
             let m = 1usize << log2;
@@ -904,14 +1077,21 @@ mod tests {
                 let mut want = EvaluationDomain::from_coeffs(x.clone()).unwrap();
                 step(&mut want, &worker);
                 let mut got = x.clone();
-                run(&plan, op, &mut got, &mut zeros, &mut zeros2);
-                assert!(got == want.as_ref(), "{op:?} at 2^{log2}");
+                run_with(stages, &plan, op, &mut got, &mut zeros, &mut zeros2);
+                assert!(got == want.as_ref(), "{op:?} at 2^{log2}, {stages:?}");
             }
-            check_h(&plan, x);
+            check_h_with(stages, &plan, x);
         }
     }
 
     fn check_h(plan: &DomainPlan, a: Vec<Scalar>) {
+        check_h_with(Stages::Radix2, plan, a);
+    }
+
+    fn check_h_with(stages: Stages, plan: &DomainPlan, a: Vec<Scalar>) {
+        let run = |plan: &DomainPlan, op, a: &mut [Scalar], b: &mut [Scalar], c: &mut [Scalar]| {
+            run_with(stages, plan, op, a, b, c)
+        };
         let m = a.len();
         let (mut a, mut b, mut c) = (a, random(m, 100), random(m, 200));
         let want = compute_h(&a, &b, &c).unwrap();
@@ -965,5 +1145,102 @@ mod tests {
         let plan = DomainPlan::new(20).unwrap();
         assert_eq!(plan.passes().len(), 3);
         check_h(&plan, random(1 << 20, 20));
+    }
+
+    /// Radix-4 stage steps are the radix-2 stages in the same order, paired.
+    #[test]
+    fn stage_pairs_run_every_stage_once_in_order() {
+        for bits in 1..=LOG_BLOCK {
+            for dit in [false, true] {
+                let flat: Vec<u32> = cpu_stages(Stages::Radix4, dit, bits)
+                    .into_iter()
+                    .flat_map(|(st, pair)| match (pair, dit) {
+                        (false, _) => vec![st],
+                        (true, true) => vec![st, st + 1],
+                        (true, false) => vec![st + 1, st],
+                    })
+                    .collect();
+                let want: Vec<u32> = cpu_stages(Stages::Radix2, dit, bits)
+                    .into_iter()
+                    .map(|(st, _)| st)
+                    .collect();
+                assert_eq!(flat, want, "bits {bits}, dit {dit}");
+                let pairs = cpu_stages(Stages::Radix4, dit, bits)
+                    .iter()
+                    .filter(|s| s.1)
+                    .count();
+                assert_eq!(pairs as u32, bits / 2);
+            }
+        }
+    }
+
+    /// A quad's butterflies are exactly the radix-2 butterflies of its two
+    /// stages, with the same twiddle indices: every pair of each stage once.
+    #[test]
+    fn quads_hold_the_butterflies_of_both_stages() {
+        for (bits, lc) in [(2, 0), (3, 1), (8, 2), (9, 1), (10, 0), (6, 4)] {
+            let n = 1u32 << (bits + lc);
+            for st in 0..bits - 1 {
+                // Radix-2: (i0, i1) -> j, per stage.
+                let pairs = |stage: u32| {
+                    let mut v: Vec<(usize, usize, u32)> = (0..n / 2)
+                        .map(|q| {
+                            let col = q & ((1 << lc) - 1);
+                            let qq = q >> lc;
+                            let j = qq & ((1 << stage) - 1);
+                            let row = ((qq >> stage) << (stage + 1)) | j;
+                            let i0 = ((row << lc) | col) as usize;
+                            (i0, i0 + (1usize << (stage + lc)), j)
+                        })
+                        .collect();
+                    v.sort_unstable();
+                    v
+                };
+                let h = 1usize << (st + lc);
+                let (mut low, mut high) = (Vec::new(), Vec::new());
+                for q in 0..n / 4 {
+                    let (i0, j) = quad(q, st, lc);
+                    assert!(i0 + 3 * h < n as usize);
+                    low.push((i0, i0 + h, j));
+                    low.push((i0 + 2 * h, i0 + 3 * h, j));
+                    high.push((i0, i0 + 2 * h, j));
+                    high.push((i0 + h, i0 + 3 * h, j + (1 << st)));
+                }
+                low.sort_unstable();
+                high.sort_unstable();
+                assert_eq!(low, pairs(st), "bits {bits}, lc {lc}, stage {st}");
+                assert_eq!(
+                    high,
+                    pairs(st + 1),
+                    "bits {bits}, lc {lc}, stage {}",
+                    st + 1
+                );
+            }
+        }
+    }
+
+    /// With single_log = log2 the top pass reads its factor from one table
+    /// (2^log2 entries), and so do H's scalings: the same H with one
+    /// multiplication an element fewer in each, in both stage orders.
+    #[test]
+    fn single_factor_table_gives_the_same_h() {
+        let log2 = 19;
+        let split = DomainPlan::new(log2).unwrap();
+        let single = DomainPlan::with_single_table_log(log2, log2).unwrap();
+        assert!(
+            split
+                .tables()
+                .iter()
+                .all(|t| t.log_len <= MAX_SINGLE_TABLE_LOG)
+        );
+        assert!(single.tables().iter().any(|t| t.log_len == log2));
+        let muls =
+            |p: &DomainPlan| -> u64 { p.launches(Op::H).iter().map(Launch::multiplications).sum() };
+        // Seven top passes, three coset scalings, one final scaling.
+        assert_eq!(muls(&split) - muls(&single), 11 << log2);
+        assert!(single.launches(Op::H).iter().all(|l| single.is_planned(l)));
+        let a = random(1 << log2, 19);
+        check_h_with(Stages::Radix2, &single, a.clone());
+        check_h_with(Stages::Radix4, &single, a);
     }
 }
