@@ -26,6 +26,8 @@
 //!        [--sizes 20,22,24] [--runs 3] [--bellperson-max 24]
 //!        [--window-multiples false] (true: resident queries keep their
 //!        window multiples where the card has room, `GpuOptions::window_multiples`)
+//!        [--whole-ntt-tables false] (true: the NTT's top-pass factor and H's
+//!        scalings from whole tables, `NttConfig::single_table_log`)
 //! Writes the bench-data JSON (area `prover`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]
@@ -39,6 +41,7 @@ use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Proof, create_proof};
 use blstrs::Scalar;
 use cuzk_groth16_cuda::fake::fake_params;
+use cuzk_groth16_cuda::ntt::{NttConfig, plan::MAX_LOG2};
 use cuzk_groth16_cuda::{AbcInput, Bls12, GpuOptions, GpuProver, Prover, ProverInput};
 use cuzk_synth::circuits::CircuitSpec;
 use cuzk_synth::{Pce, Witness};
@@ -54,6 +57,7 @@ struct Args {
     runs: usize,
     bellperson_max: u32,
     window_multiples: bool,
+    whole_ntt_tables: bool,
 }
 
 fn args() -> Result<Args> {
@@ -67,6 +71,7 @@ fn args() -> Result<Args> {
         runs: 3,
         bellperson_max: 24,
         window_multiples: false,
+        whole_ntt_tables: false,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -83,6 +88,11 @@ fn args() -> Result<Args> {
                 a.window_multiples = value
                     .parse()
                     .context("--window-multiples takes true or false")?
+            }
+            "--whole-ntt-tables" => {
+                a.whole_ntt_tables = value
+                    .parse()
+                    .context("--whole-ntt-tables takes true or false")?
             }
             "--bellperson-max" => {
                 a.bellperson_max = value.parse().context("--bellperson-max takes a log2")?
@@ -112,6 +122,14 @@ fn main() -> Result<()> {
         0,
         GpuOptions {
             window_multiples: args.window_multiples,
+            ntt: NttConfig {
+                single_table_log: if args.whole_ntt_tables {
+                    MAX_LOG2
+                } else {
+                    NttConfig::default().single_table_log
+                },
+                ..NttConfig::default()
+            },
             ..GpuOptions::default()
         },
     )

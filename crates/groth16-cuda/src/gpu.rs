@@ -31,7 +31,7 @@ use crate::cuda::{DeviceBuffer, Gpu, GpuEvent, OwnStream};
 use crate::msm::{
     DeviceBases, DeviceDensity, GpuMsm, MsmAffine, MsmConfig, multiples_window_bits, windows,
 };
-use crate::ntt::GpuNtt;
+use crate::ntt::{GpuNtt, NttConfig};
 use crate::prover::{
     AbcInput, AbcPlacement, MsmResults, Prover, ProverInput, StageTimings, Staged,
 };
@@ -260,6 +260,9 @@ pub struct GpuOptions {
     /// for 2^24 bases: 17.7 GB for a G1 query): off by default, for
     /// cards with room to spare (one parameter set on an H200).
     pub window_multiples: bool,
+    /// The NTT's pass kernel and table layout ([`NttConfig`]); its tables
+    /// count in the kernel region's device bytes.
+    pub ntt: NttConfig,
 }
 
 impl Default for GpuOptions {
@@ -273,6 +276,7 @@ impl Default for GpuOptions {
             memory_limit: None,
             staging: Staging::Auto,
             window_multiples: false,
+            ntt: NttConfig::default(),
         }
     }
 }
@@ -551,7 +555,7 @@ impl GpuProver {
         Ok(GpuProver {
             options,
             chunk,
-            ntt: GpuNtt::new(gpu.clone()),
+            ntt: GpuNtt::with_config(gpu.clone(), options.ntt),
             msm: GpuMsm::with_config(gpu.clone(), msm_config),
             spmv: GpuSpmv::new(gpu.clone()),
             pces: Mutex::new(Vec::new()),
@@ -934,6 +938,7 @@ impl GpuProver {
             &|chunk| self.msm.scratch_bound(chunk),
             self.options.params,
             on_device,
+            self.options.ntt,
         )
     }
 
@@ -952,6 +957,7 @@ impl GpuProver {
             |chunk| self.msm.scratch_bound(chunk),
             self.options.params,
             total,
+            self.options.ntt,
         )
     }
 }
@@ -969,10 +975,12 @@ fn host_staged_chunk(
     scratch: impl Fn(usize) -> u64,
     params: ParamsPlacement,
     total: u64,
+    ntt: NttConfig,
 ) -> usize {
     let mut chunk = chunk;
     while chunk > 1 << 20
-        && kernel_region_bytes(log2, vars, chunk, &scratch, params, false) + STAGING_MARGIN > total
+        && kernel_region_bytes(log2, vars, chunk, &scratch, params, false, ntt) + STAGING_MARGIN
+            > total
     {
         chunk /= 2;
     }
@@ -991,6 +999,7 @@ fn kernel_region_bytes(
     scratch: &impl Fn(usize) -> u64,
     params: ParamsPlacement,
     on_device: bool,
+    ntt: NttConfig,
 ) -> u64 {
     // The NTT's tables of the domain; the MSMs' scratch (kept by GpuMsm
     // across proofs) for the whole query when the parameters may be
@@ -1011,13 +1020,14 @@ fn kernel_region_bytes(
         scratch(m.max(vars))
     };
     let vectors = if on_device { 0 } else { 2 * m as u64 * 32 };
-    ntt_table_bytes(log2) + scratch + chunks + vectors
+    ntt_table_bytes(log2, ntt) + scratch + chunks + vectors
 }
 
-/// Device bytes of the NTT's tables for a 2^log2 domain (a few square-root
-/// sized tables: 1.6 MB at 2^27).
-fn ntt_table_bytes(log2: u32) -> u64 {
-    match crate::ntt::plan::DomainPlan::new(log2.max(1)) {
+/// Device bytes of the NTT's tables for a 2^log2 domain: with the default
+/// [`NttConfig`] a few square-root sized tables (1.6 MB at 2^27); with
+/// whole tables three of 2^log2 elements.
+fn ntt_table_bytes(log2: u32, ntt: NttConfig) -> u64 {
+    match crate::ntt::plan::DomainPlan::with_single_table_log(log2.max(1), ntt.single_table_log) {
         Ok(plan) => plan.tables().iter().map(|t| 32u64 << t.log_len).sum(),
         // Sizes the NTT refuses fail when it runs; counted as m elements.
         Err(_) => 32u64 << log2.min(40),
@@ -1440,8 +1450,16 @@ mod tests {
         let msm = MsmConfig::for_device_memory(total);
         let scratch = |chunk| msm.scratch_bound(chunk);
         let chunk = stream_chunk_for_device_memory(total);
-        let host_chunk =
-            host_staged_chunk(log2, vars, chunk, scratch, ParamsPlacement::Auto, total);
+        let ntt = NttConfig::default();
+        let host_chunk = host_staged_chunk(
+            log2,
+            vars,
+            chunk,
+            scratch,
+            ParamsPlacement::Auto,
+            total,
+            ntt,
+        );
         assert!(host_chunk <= chunk && host_chunk.is_power_of_two());
         let shared = |on_device| {
             let chunk = if on_device { chunk } else { host_chunk };
@@ -1452,6 +1470,7 @@ mod tests {
                 &scratch,
                 ParamsPlacement::Auto,
                 on_device,
+                ntt,
             )
         };
         let staged = (3u64 << log2) * 32 + vars as u64 * 32;
@@ -1506,11 +1525,21 @@ mod tests {
     /// (2m elements, 8.6 GB at 2^27) was most of a 16 GiB card.
     #[test]
     fn ntt_tables_are_small() {
+        let small = NttConfig::default();
         for log2 in [1, 10, 20, 24, 27] {
-            let bytes = ntt_table_bytes(log2);
+            let bytes = ntt_table_bytes(log2, small);
             assert!(bytes > 0 && bytes <= 64 << 20, "2^{log2}: {bytes}");
         }
-        assert!(ntt_table_bytes(27) < (32u64 << 27) / 100);
+        assert!(ntt_table_bytes(27, small) < (32u64 << 27) / 100);
+        // Whole tables: the top pass's factor and H's two scalings, each
+        // 2^log2 elements, are counted.
+        let whole = NttConfig {
+            single_table_log: crate::ntt::plan::MAX_LOG2,
+            ..small
+        };
+        let bytes = ntt_table_bytes(26, whole);
+        let three = 3 * (32u64 << 26);
+        assert!((three..three + (64 << 20)).contains(&bytes), "{bytes}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use bellperson::groth16::{
 use blstrs::Scalar;
 use cuzk_gpu_sched::testing::gpu_or_skip;
 use cuzk_groth16_cuda::msm::{multiples_window_bits, windows};
+use cuzk_groth16_cuda::ntt::{NttConfig, PassKernel, plan::MAX_LOG2};
 use cuzk_groth16_cuda::{
     AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
     ProverInput, StageTimings, Staging, assemble,
@@ -156,6 +157,16 @@ fn streamed_parameters_give_the_same_proofs() {
                 memory_limit: None,
                 staging: Staging::Device,
                 window_multiples: false,
+                // The NTT's stage pairs and whole tables in whole proofs
+                // too (the pinned prover), beside the default.
+                ntt: if pin_streamed {
+                    NttConfig {
+                        pass_kernel: PassKernel::Radix4T256B3,
+                        single_table_log: MAX_LOG2,
+                    }
+                } else {
+                    NttConfig::default()
+                },
             },
         )
         .unwrap()
