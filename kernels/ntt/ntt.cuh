@@ -34,8 +34,8 @@
 #include "ff/bls12_381.cuh"
 
 // Threads per block of the pass kernels: a template parameter of each
-// entry point (kernels/ntt.cu instantiates 128, 256 and 512, each with its
-// occupancy bound), which the host launches with (crates/groth16-cuda/src/ntt,
+// entry point (kernels/ntt.cu instantiates 128 and 256, with several
+// occupancy bounds), which the host launches with (crates/groth16-cuda/src/ntt,
 // NttConfig). With radix-2 stages each thread runs two independent
 // butterflies per stage (two multiplication chains in flight); with 256
 // threads (74-80 registers, 3 blocks per SM) the passes reach 82-86% of the

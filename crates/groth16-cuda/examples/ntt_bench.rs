@@ -9,9 +9,9 @@
 //! - from pinned host memory (`GpuNtt::compute_h_from_host`), uploads
 //!   serial vs overlapped with the first transforms on a second stream.
 //!
-//! - every other pass kernel variant and factor table layout (`NttConfig`),
-//!   device-resident, each against the default timed just before it on the
-//!   same data (`NTT_BENCH_VARIANTS=0` leaves them out).
+//! - every other pass kernel variant and table layout (`NttConfig`),
+//!   device-resident, on the same data, each against the default timed
+//!   first in the same run (`NTT_BENCH_VARIANTS=0` leaves them out).
 //!
 //! One warm-up, then the median of 7 GPU runs (3 CPU runs, 1 at 2^26).
 //! `NTT_BENCH_SIZES=24,26` picks the sizes (default 22, 24, 26). Writes the
@@ -35,8 +35,8 @@ use cuzk_groth16_cuda::{
     cpu::compute_h,
     cuda::{DeviceModule, Gpu, grid_1d},
     ntt::{
-        GpuNtt, NttConfig, PassKernel, Upload, copy_device,
-        plan::{DomainPlan, Launch, MAX_LOG2, Op},
+        GpuNtt, NttConfig, PassKernel, TableLayout, Upload, copy_device,
+        plan::{DomainPlan, Launch, Op},
     },
 };
 use cuzk_pinned_pool::{Pool, PoolConfig, Request, TypedLease};
@@ -75,16 +75,13 @@ fn random(n: usize, seed: u64) -> Vec<Scalar> {
 fn ntt_variants() -> Vec<(String, NttConfig)> {
     let mut out = Vec::new();
     for pass_kernel in PassKernel::ALL {
-        for (tables, single_table_log) in [
-            ("split", NttConfig::default().single_table_log),
-            ("single", MAX_LOG2),
-        ] {
+        for (label, tables) in [("small", TableLayout::SMALL), ("whole", TableLayout::WHOLE)] {
             let config = NttConfig {
                 pass_kernel,
-                single_table_log,
+                tables,
             };
             if config != NttConfig::default() {
-                out.push((format!("{pass_kernel:?}-{tables}"), config));
+                out.push((format!("{pass_kernel:?}-{label}"), config));
             }
         }
     }
@@ -230,13 +227,13 @@ fn main() -> Result<()> {
         if !exact {
             failures.push(format!("2^{log2}: the GPU's h differs from cpu::compute_h"));
         }
-        // The other pass kernels and factor tables, on the same data, each
-        // against the default just timed.
+        // The other pass kernels and table layouts, on the same data, each
+        // against the default timed above.
         if variants {
             for (label, config) in ntt_variants() {
                 let v = GpuNtt::with_config(Arc::clone(&gpu), config);
                 v.prepare(log2)?;
-                let vplan = DomainPlan::with_single_table_log(log2, config.single_table_log)?;
+                let vplan = DomainPlan::with_layout(log2, config.tables)?;
                 let vmuls: u64 = vplan
                     .launches(Op::H)
                     .iter()

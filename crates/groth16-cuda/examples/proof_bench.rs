@@ -27,7 +27,7 @@
 //!        [--window-multiples false] (true: resident queries keep their
 //!        window multiples where the card has room, `GpuOptions::window_multiples`)
 //!        [--whole-ntt-tables false] (true: the NTT's top-pass factor and H's
-//!        scalings from whole tables, `NttConfig::single_table_log`)
+//!        scalings from whole tables, `TableLayout::WHOLE`)
 //! Writes the bench-data JSON (area `prover`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]
@@ -41,7 +41,7 @@ use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Proof, create_proof};
 use blstrs::Scalar;
 use cuzk_groth16_cuda::fake::fake_params;
-use cuzk_groth16_cuda::ntt::{NttConfig, plan::MAX_LOG2};
+use cuzk_groth16_cuda::ntt::{NttConfig, TableLayout};
 use cuzk_groth16_cuda::{AbcInput, Bls12, GpuOptions, GpuProver, Prover, ProverInput};
 use cuzk_synth::circuits::CircuitSpec;
 use cuzk_synth::{Pce, Witness};
@@ -123,10 +123,10 @@ fn main() -> Result<()> {
         GpuOptions {
             window_multiples: args.window_multiples,
             ntt: NttConfig {
-                single_table_log: if args.whole_ntt_tables {
-                    MAX_LOG2
+                tables: if args.whole_ntt_tables {
+                    TableLayout::WHOLE
                 } else {
-                    NttConfig::default().single_table_log
+                    TableLayout::SMALL
                 },
                 ..NttConfig::default()
             },

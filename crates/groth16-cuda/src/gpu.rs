@@ -1025,9 +1025,10 @@ fn kernel_region_bytes(
 
 /// Device bytes of the NTT's tables for a 2^log2 domain: with the default
 /// [`NttConfig`] a few square-root sized tables (1.6 MB at 2^27); with
-/// whole tables three of 2^log2 elements.
+/// whole tables three of 2^log2 elements. One domain size: a prover whose
+/// partitions come in several sizes keeps each one's tables.
 fn ntt_table_bytes(log2: u32, ntt: NttConfig) -> u64 {
-    match crate::ntt::plan::DomainPlan::with_single_table_log(log2.max(1), ntt.single_table_log) {
+    match crate::ntt::plan::DomainPlan::with_layout(log2.max(1), ntt.tables) {
         Ok(plan) => plan.tables().iter().map(|t| 32u64 << t.log_len).sum(),
         // Sizes the NTT refuses fail when it runs; counted as m elements.
         Err(_) => 32u64 << log2.min(40),
@@ -1534,7 +1535,7 @@ mod tests {
         // Whole tables: the top pass's factor and H's two scalings, each
         // 2^log2 elements, are counted.
         let whole = NttConfig {
-            single_table_log: crate::ntt::plan::MAX_LOG2,
+            tables: crate::ntt::TableLayout::WHOLE,
             ..small
         };
         let bytes = ntt_table_bytes(26, whole);

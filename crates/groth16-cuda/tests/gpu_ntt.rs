@@ -18,7 +18,7 @@ use cuzk_groth16_cuda::{
     Groth16Error,
     cpu::compute_h,
     cuda::Gpu,
-    ntt::{GpuNtt, NttConfig, PassKernel, Upload, plan::MAX_LOG2},
+    ntt::{GpuNtt, NttConfig, PassKernel, TableLayout, Upload},
 };
 use cuzk_pinned_pool::{Pool, PoolConfig, Request};
 use ec_gpu_gen::threadpool::Worker;
@@ -106,20 +106,21 @@ fn h_matches_cpu_for_every_power_of_two() {
 }
 
 /// Every pass kernel variant (radix-2 and stage pairs, each block size)
-/// with the default split factor tables and with one table per pass, on
-/// sizes with one, two and three passes of odd and even bits, and on edge
-/// data (zeros, ones, p - 1).
+/// with small and with whole tables: H on sizes with one, two and three
+/// passes of odd and even bits (the layouts differ from 2^19 up, and at
+/// every size in H's scalings) and on edge data (zeros, ones, p - 1), and
+/// the four transforms against bellperson.
 #[test]
-fn every_pass_kernel_and_factor_table_gives_the_cpu_h() {
-    let Some(ntt) = setup("every_pass_kernel_and_factor_table_gives_the_cpu_h") else {
+fn every_pass_kernel_and_table_layout_gives_the_cpu_results() {
+    let Some(ntt) = setup("every_pass_kernel_and_table_layout_gives_the_cpu_results") else {
         return;
     };
     let gpu = Arc::clone(ntt.gpu());
     for pass_kernel in PassKernel::ALL {
-        for single_table_log in [NttConfig::default().single_table_log, MAX_LOG2] {
+        for tables in [TableLayout::SMALL, TableLayout::WHOLE] {
             let config = NttConfig {
                 pass_kernel,
-                single_table_log,
+                tables,
             };
             let ntt = GpuNtt::with_config(Arc::clone(&gpu), config);
             for log2 in [1u32, 2, 5, 10, 11, 17, 19, 20, 21] {
@@ -142,6 +143,41 @@ fn every_pass_kernel_and_factor_table_gives_the_cpu_h() {
                 edge.iter().rev().copied().collect::<Vec<_>>(),
             );
             check_h(&ntt, &format!("{config:?}, 2^12 edge"), &edge, &b, &c);
+            check_transforms(&ntt, &format!("{config:?}"), [3, 11, 19, 20]);
+        }
+    }
+}
+
+/// fft, ifft, coset_fft and icoset_fft of random data at 2^log2 for each
+/// of `sizes`, against bellperson's EvaluationDomain.
+fn check_transforms(ntt: &GpuNtt, what: &str, sizes: impl IntoIterator<Item = u32>) {
+    let gpu: &Arc<Gpu> = ntt.gpu();
+    let worker = Worker::new();
+    type Step = fn(&mut EvaluationDomain<Scalar>, &Worker);
+    let ops: [(&str, Step); 4] = [
+        ("fft", |d, w| d.fft(w, &mut None).unwrap()),
+        ("ifft", |d, w| d.ifft(w, &mut None).unwrap()),
+        ("coset_fft", |d, w| d.coset_fft(w, &mut None).unwrap()),
+        ("icoset_fft", |d, w| d.icoset_fft(w, &mut None).unwrap()),
+    ];
+    for log2 in sizes {
+        let m = 1usize << log2;
+        let x = random(m, 500 + u64::from(log2));
+        for (name, step) in ops {
+            let mut want = EvaluationDomain::from_coeffs(x.clone()).unwrap();
+            step(&mut want, &worker);
+            let mut buf = gpu.upload(&x).unwrap();
+            match name {
+                "fft" => ntt.fft(&mut buf, log2),
+                "ifft" => ntt.ifft(&mut buf, log2),
+                "coset_fft" => ntt.coset_fft(&mut buf, log2),
+                _ => ntt.icoset_fft(&mut buf, log2),
+            }
+            .unwrap();
+            let got = buf.download().unwrap();
+            if let Some(i) = first_difference(&got, want.as_ref()) {
+                panic!("{what}: {name} at 2^{log2}: element {i} differs");
+            }
         }
     }
 }
@@ -197,35 +233,7 @@ fn transforms_match_bellperson() {
     let Some(ntt) = setup("transforms_match_bellperson") else {
         return;
     };
-    let gpu: &Arc<Gpu> = ntt.gpu();
-    let worker = Worker::new();
-    type Step = fn(&mut EvaluationDomain<Scalar>, &Worker);
-    let ops: [(&str, Step); 4] = [
-        ("fft", |d, w| d.fft(w, &mut None).unwrap()),
-        ("ifft", |d, w| d.ifft(w, &mut None).unwrap()),
-        ("coset_fft", |d, w| d.coset_fft(w, &mut None).unwrap()),
-        ("icoset_fft", |d, w| d.icoset_fft(w, &mut None).unwrap()),
-    ];
-    for log2 in (0..=12).chain([15, 18, 19, 20, 21]) {
-        let m = 1usize << log2;
-        let x = random(m, 500 + u64::from(log2));
-        for (name, step) in ops {
-            let mut want = EvaluationDomain::from_coeffs(x.clone()).unwrap();
-            step(&mut want, &worker);
-            let mut buf = gpu.upload(&x).unwrap();
-            match name {
-                "fft" => ntt.fft(&mut buf, log2),
-                "ifft" => ntt.ifft(&mut buf, log2),
-                "coset_fft" => ntt.coset_fft(&mut buf, log2),
-                _ => ntt.icoset_fft(&mut buf, log2),
-            }
-            .unwrap();
-            let got = buf.download().unwrap();
-            if let Some(i) = first_difference(&got, want.as_ref()) {
-                panic!("{name} at 2^{log2}: element {i} differs");
-            }
-        }
-    }
+    check_transforms(&ntt, "default", (0..=12).chain([15, 18, 19, 20, 21]));
 }
 
 /// The device-resident entry point, and the host entry point with both

@@ -11,7 +11,7 @@ use bellperson::groth16::{
 use blstrs::Scalar;
 use cuzk_gpu_sched::testing::gpu_or_skip;
 use cuzk_groth16_cuda::msm::{multiples_window_bits, windows};
-use cuzk_groth16_cuda::ntt::{NttConfig, PassKernel, plan::MAX_LOG2};
+use cuzk_groth16_cuda::ntt::{NttConfig, PassKernel, TableLayout};
 use cuzk_groth16_cuda::{
     AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
     ProverInput, StageTimings, Staging, assemble,
@@ -162,7 +162,7 @@ fn streamed_parameters_give_the_same_proofs() {
                 ntt: if pin_streamed {
                     NttConfig {
                         pass_kernel: PassKernel::Radix4T256B3,
-                        single_table_log: MAX_LOG2,
+                        tables: TableLayout::WHOLE,
                     }
                 } else {
                     NttConfig::default()

@@ -34,8 +34,45 @@ pub const MAX_UPPER_BITS: u32 = 9;
 /// with one lookup per element; larger ones are split in two halves whose
 /// product costs one extra multiplication (only the top pass of a transform
 /// above 2^18 needs that). The default of [`DomainPlan::new`];
-/// [`DomainPlan::with_single_table_log`] takes another bound.
+/// [`DomainPlan::with_layout`] takes another bound ([`TableLayout`]).
 pub const MAX_SINGLE_TABLE_LOG: u32 = 18;
+
+/// How large a plan's tables may be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableLayout {
+    /// Factor tables of up to 2^factor_single_log entries are read with one
+    /// lookup; larger ones are split in two (one multiplication an element
+    /// more). A pass's factor table has 2^hi entries (hi: one past its top
+    /// bit).
+    pub factor_single_log: u32,
+    /// H's coset scaling and final scaling from whole tables of 2^log2
+    /// entries (one multiplication an element fewer each) instead of split
+    /// pairs of about 2^(log2/2).
+    pub whole_scales: bool,
+}
+
+impl TableLayout {
+    /// Every table within 2^18 entries (8 MiB): the default.
+    pub const SMALL: TableLayout = TableLayout {
+        factor_single_log: MAX_SINGLE_TABLE_LOG,
+        whole_scales: false,
+    };
+    /// Every table whole: at 2^26 the top pass's factor and H's two scalings
+    /// are three tables of 2^26 entries (6 GiB), and H does 11 * 2^26
+    /// multiplications fewer (one an element in each of its seven top passes,
+    /// its three coset scalings and its final scaling). From 2^28 up a middle
+    /// pass's factor table is whole too.
+    pub const WHOLE: TableLayout = TableLayout {
+        factor_single_log: MAX_LOG2,
+        whole_scales: true,
+    };
+}
+
+impl Default for TableLayout {
+    fn default() -> Self {
+        TableLayout::SMALL
+    }
+}
 
 /// How a pass runs its radix-2 stages in shared memory: one stage per round
 /// trip (`ntt_stage`), or two (`ntt_stage_pair`: the same butterflies on a
@@ -184,8 +221,9 @@ pub enum Vector {
 /// One kernel launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Launch {
-    /// `ntt_dif_pass` or `ntt_dit_pass` over `x`, in `grid` blocks of
-    /// [`THREADS`]; with `PRE_AB_MINUS_C` it also reads B and C (`x` is A).
+    /// `ntt_dif_pass` or `ntt_dit_pass` over `x`, in `grid` blocks (of the
+    /// pass kernel variant's threads); with `PRE_AB_MINUS_C` it also reads B
+    /// and C (`x` is A).
     Pass {
         dit: bool,
         grid: u32,
@@ -316,18 +354,11 @@ pub struct DomainPlan {
 impl DomainPlan {
     /// The plan of a domain of 2^log2 elements, 1 <= log2 <= [`MAX_LOG2`].
     pub fn new(log2: u32) -> Result<Self> {
-        Self::with_single_table_log(log2, MAX_SINGLE_TABLE_LOG)
+        Self::with_layout(log2, TableLayout::SMALL)
     }
 
-    /// [`DomainPlan::new`] with factor tables of up to 2^single_log entries
-    /// read with one lookup (larger ones split in two), and H's two scaling
-    /// tables whole when the domain has at most 2^single_log elements. A
-    /// pass's factor table has 2^hi entries of 32 bytes (hi: one past the
-    /// pass's top bit), so `single_log = log2` makes three tables of 2^log2
-    /// entries (6 GiB at 2^26) and saves H one multiplication per element
-    /// in each of its seven top passes, its three coset scalings and its
-    /// final scaling.
-    pub fn with_single_table_log(log2: u32, single_log: u32) -> Result<Self> {
+    /// [`DomainPlan::new`] with the tables laid out as `layout` says.
+    pub fn with_layout(log2: u32, layout: TableLayout) -> Result<Self> {
         if log2 == 0 || log2 > MAX_LOG2 {
             return Err(Groth16Error::NttSize {
                 detail: format!("a domain of 2^{log2} elements; the NTT takes 2^1 to 2^{MAX_LOG2}"),
@@ -356,7 +387,7 @@ impl DomainPlan {
             } else {
                 let hi = pass.hi();
                 let w = omega(hi);
-                Some(if hi <= single_log {
+                Some(if hi <= layout.factor_single_log {
                     plan.single(w, one, hi)
                 } else {
                     plan.split(w, one, hi)
@@ -377,7 +408,7 @@ impl DomainPlan {
         let l = log2 - bottom;
         // H's two scalings (one multiplication an element fewer each when
         // their tables are whole; CosetFft and IcosetFft keep split tables).
-        if log2 <= single_log {
+        if layout.whole_scales {
             plan.coset_post = plan.single(g, minv, log2);
             plan.h_final = plan.single(ginv, minv * zinv, log2);
         } else {
@@ -1219,14 +1250,15 @@ mod tests {
         }
     }
 
-    /// With single_log = log2 the top pass reads its factor from one table
+    /// With whole tables the top pass reads its factor from one table
     /// (2^log2 entries), and so do H's scalings: the same H with one
-    /// multiplication an element fewer in each, in both stage orders.
+    /// multiplication an element fewer in each, in both stage orders. Small
+    /// domains get whole scaling tables only when asked.
     #[test]
     fn single_factor_table_gives_the_same_h() {
         let log2 = 19;
         let split = DomainPlan::new(log2).unwrap();
-        let single = DomainPlan::with_single_table_log(log2, log2).unwrap();
+        let single = DomainPlan::with_layout(log2, TableLayout::WHOLE).unwrap();
         assert!(
             split
                 .tables()
@@ -1242,5 +1274,9 @@ mod tests {
         let a = random(1 << log2, 19);
         check_h_with(Stages::Radix2, &single, a.clone());
         check_h_with(Stages::Radix4, &single, a);
+        let small = DomainPlan::new(8).unwrap();
+        let whole = DomainPlan::with_layout(8, TableLayout::WHOLE).unwrap();
+        assert_eq!(muls(&small) - muls(&whole), 4 << 8);
+        check_h_with(Stages::Radix4, &whole, random(1 << 8, 8));
     }
 }
