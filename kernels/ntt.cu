@@ -9,27 +9,28 @@
 // The pass entry points of one variant: ntt_dif_pass<suffix>_bls12_381 (a
 // DIF pass: natural order in, bit-reversed out across the whole transform)
 // and ntt_dit_pass<suffix>_bls12_381 (bit-reversed in, natural out). b and
-// c are read only when p.pre == NTT_PRE_AB_MINUS_C; tables that a mode does
-// not use may be any valid pointer. R4: stages in pairs; T: threads per
+// c are read only when p.pre == NTT_PRE_AB_MINUS_C, out is written only when
+// p.post == NTT_POST_BITREV_SCALE; tables that a mode does not use may be any
+// valid pointer. R4: stages in pairs; T: threads per
 // block; MINB: blocks per SM the register allocation must allow (0: none).
 #define NTT_PASS_KERNELS(SUFFIX, R4, T, MINB)                                                                  \
     extern "C" __global__ void __launch_bounds__(T, MINB)                                                      \
         ntt_dif_pass##SUFFIX##_bls12_381(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix,            \
                                          const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* sc_lo,             \
-                                         const fr_t* sc_hi, ntt_pass_params p) {                              \
-        ntt_pass<false, R4, T>(x, b, c, radix, tw_lo, tw_hi, sc_lo, sc_hi, p);                                \
+                                         const fr_t* sc_hi, fr_t* out, ntt_pass_params p) {                   \
+        ntt_pass<false, R4, T>(x, b, c, radix, tw_lo, tw_hi, sc_lo, sc_hi, out, p);                           \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(T, MINB)                                                      \
         ntt_dit_pass##SUFFIX##_bls12_381(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix,            \
                                          const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* sc_lo,             \
-                                         const fr_t* sc_hi, ntt_pass_params p) {                              \
-        ntt_pass<true, R4, T>(x, b, c, radix, tw_lo, tw_hi, sc_lo, sc_hi, p);                                 \
+                                         const fr_t* sc_hi, fr_t* out, ntt_pass_params p) {                   \
+        ntt_pass<true, R4, T>(x, b, c, radix, tw_lo, tw_hi, sc_lo, sc_hi, out, p);                            \
     }
 
 // The variants the host can pick (NttConfig::stages / threads in
 // crates/groth16-cuda/src/ntt; the measured default has no suffix).
 NTT_PASS_KERNELS(, false, 256, 1)
-NTT_PASS_KERNELS(_r2_t128, false, 128, 1)
+NTT_PASS_KERNELS(_r2_t128, false, 128, 6)
 NTT_PASS_KERNELS(_r2_t256_b4, false, 256, 4)
 NTT_PASS_KERNELS(_r4_t256, true, 256, 1)
 NTT_PASS_KERNELS(_r4_t256_b3, true, 256, 3)

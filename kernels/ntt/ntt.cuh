@@ -78,6 +78,11 @@ enum : uint32_t {
 enum : uint32_t {
     NTT_POST_NONE = 0,
     NTT_POST_SCALE_REV = 1,  // x *= scale(rev_k(index)): coset scaling of coefficients in bit-reversed order
+    // out[rev_k(index)] = x * scale(rev_k(index)): the last DIF pass writes
+    // natural order into another vector, with the bit-reversal's
+    // NTT_SCALE_DST scaling (no ntt_bitrev launch after it). The pass must
+    // not read `out`: other blocks write anywhere in it.
+    NTT_POST_BITREV_SCALE = 2,
 };
 enum : uint32_t {
     NTT_SCALE_NONE = 0,
@@ -282,7 +287,7 @@ __device__ __forceinline__ void ntt_stage_pair(ntt_smem_t& sm, const fr_t* radix
 template <bool DIT, bool R4, uint32_t T>
 __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix,
                                          const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* sc_lo,
-                                         const fr_t* sc_hi, const ntt_pass_params& p) {
+                                         const fr_t* sc_hi, fr_t* out, const ntt_pass_params& p) {
     __shared__ ntt_smem_t sm;
     const uint32_t lo = p.lo, lc = p.log_cols;
     const uint32_t n = 1u << (p.bits + lc);
@@ -337,7 +342,12 @@ __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, 
             if (ntt_factor(p, tw_lo, tw_hi, c0 + col, row, f)) v = v * f;
         }
         if (p.post == NTT_POST_SCALE_REV) v = v * ntt_table_pow(sc_lo, sc_hi, p.sc_l, ntt_rev(g, p.log_m));
-        ntt_store(x + g, v);
+        if (p.post == NTT_POST_BITREV_SCALE) {
+            const uint32_t i = ntt_rev(g, p.log_m);
+            ntt_store(out + i, v * ntt_table_pow(sc_lo, sc_hi, p.sc_l, i));
+        } else {
+            ntt_store(x + g, v);
+        }
     }
 }
 

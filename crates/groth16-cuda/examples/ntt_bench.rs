@@ -71,17 +71,22 @@ fn random(n: usize, seed: u64) -> Vec<Scalar> {
 }
 
 /// The configurations timed beside the default: each pass kernel variant
-/// with the default factor tables, and each with one table per pass.
+/// with small and whole tables, each with and without the fused
+/// bit-reversal.
 fn ntt_variants() -> Vec<(String, NttConfig)> {
     let mut out = Vec::new();
     for pass_kernel in PassKernel::ALL {
         for (label, tables) in [("small", TableLayout::SMALL), ("whole", TableLayout::WHOLE)] {
-            let config = NttConfig {
-                pass_kernel,
-                tables,
-            };
-            if config != NttConfig::default() {
-                out.push((format!("{pass_kernel:?}-{label}"), config));
+            for fused_bitrev in [false, true] {
+                let config = NttConfig {
+                    pass_kernel,
+                    tables,
+                    fused_bitrev,
+                };
+                if config != NttConfig::default() {
+                    let fused = if fused_bitrev { "-fused" } else { "" };
+                    out.push((format!("{pass_kernel:?}-{label}{fused}"), config));
+                }
             }
         }
     }
@@ -233,7 +238,8 @@ fn main() -> Result<()> {
             for (label, config) in ntt_variants() {
                 let v = GpuNtt::with_config(Arc::clone(&gpu), config);
                 v.prepare(log2)?;
-                let vplan = DomainPlan::with_layout(log2, config.tables)?;
+                let vplan = DomainPlan::with_layout(log2, config.tables)?
+                    .with_fused_bitrev(config.fused_bitrev);
                 let vmuls: u64 = vplan
                     .launches(Op::H)
                     .iter()
@@ -303,7 +309,11 @@ fn main() -> Result<()> {
                     params.lo,
                     params.bits,
                     if params.pre != 0 { " +a*b-c" } else { "" },
-                    if params.post != 0 { " +coset" } else { "" }
+                    match params.post {
+                        0 => "",
+                        1 => " +coset",
+                        _ => " +bitrev+scale",
+                    }
                 ),
                 Launch::Bitrev { .. } => "bitrev+scale".to_owned(),
             };

@@ -28,6 +28,8 @@
 //!        window multiples where the card has room, `GpuOptions::window_multiples`)
 //!        [--whole-ntt-tables false] (true: the NTT's top-pass factor and H's
 //!        scalings from whole tables, `TableLayout::WHOLE`)
+//!        [--ntt-fused-bitrev false] (true: H's last pass writes natural
+//!        order, `NttConfig::fused_bitrev`)
 //! Writes the bench-data JSON (area `prover`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]
@@ -58,6 +60,7 @@ struct Args {
     bellperson_max: u32,
     window_multiples: bool,
     whole_ntt_tables: bool,
+    ntt_fused_bitrev: bool,
 }
 
 fn args() -> Result<Args> {
@@ -72,6 +75,7 @@ fn args() -> Result<Args> {
         bellperson_max: 24,
         window_multiples: false,
         whole_ntt_tables: false,
+        ntt_fused_bitrev: false,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
@@ -93,6 +97,11 @@ fn args() -> Result<Args> {
                 a.whole_ntt_tables = value
                     .parse()
                     .context("--whole-ntt-tables takes true or false")?
+            }
+            "--ntt-fused-bitrev" => {
+                a.ntt_fused_bitrev = value
+                    .parse()
+                    .context("--ntt-fused-bitrev takes true or false")?
             }
             "--bellperson-max" => {
                 a.bellperson_max = value.parse().context("--bellperson-max takes a log2")?
@@ -128,6 +137,7 @@ fn main() -> Result<()> {
                 } else {
                     TableLayout::SMALL
                 },
+                fused_bitrev: args.ntt_fused_bitrev,
                 ..NttConfig::default()
             },
             ..GpuOptions::default()

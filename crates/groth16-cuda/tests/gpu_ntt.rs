@@ -106,7 +106,8 @@ fn h_matches_cpu_for_every_power_of_two() {
 }
 
 /// Every pass kernel variant (radix-2 and stage pairs, each block size)
-/// with small and with whole tables: H on sizes with one, two and three
+/// with small and with whole tables, with and without the fused
+/// bit-reversal: H (both entry points) on sizes with one, two and three
 /// passes of odd and even bits (the layouts differ from 2^19 up, and at
 /// every size in H's scalings) and on edge data (zeros, ones, p - 1), and
 /// the four transforms against bellperson.
@@ -117,10 +118,16 @@ fn every_pass_kernel_and_table_layout_gives_the_cpu_results() {
     };
     let gpu = Arc::clone(ntt.gpu());
     for pass_kernel in PassKernel::ALL {
-        for tables in [TableLayout::SMALL, TableLayout::WHOLE] {
+        for (tables, fused_bitrev) in [
+            (TableLayout::SMALL, false),
+            (TableLayout::WHOLE, false),
+            (TableLayout::SMALL, true),
+            (TableLayout::WHOLE, true),
+        ] {
             let config = NttConfig {
                 pass_kernel,
                 tables,
+                fused_bitrev,
             };
             let ntt = GpuNtt::with_config(Arc::clone(&gpu), config);
             for log2 in [1u32, 2, 5, 10, 11, 17, 19, 20, 21] {
@@ -143,6 +150,21 @@ fn every_pass_kernel_and_table_layout_gives_the_cpu_results() {
                 edge.iter().rev().copied().collect::<Vec<_>>(),
             );
             check_h(&ntt, &format!("{config:?}, 2^12 edge"), &edge, &b, &c);
+            // Device-resident (compute_h hands back the buffers so h is in a).
+            let log2 = 19;
+            let m = 1usize << log2;
+            let (ha, hb, hc) = (random(m, 77), random(m, 78), random(m, 79));
+            let want = compute_h(&ha, &hb, &hc).unwrap();
+            let (mut da, mut db, mut dc) = (
+                gpu.upload(&ha).unwrap(),
+                gpu.upload(&hb).unwrap(),
+                gpu.upload(&hc).unwrap(),
+            );
+            ntt.compute_h(&mut da, &mut db, &mut dc, log2).unwrap();
+            let got = da.download().unwrap();
+            if let Some(i) = first_difference(&got[..m - 1], &want) {
+                panic!("{config:?}: compute_h at 2^{log2}: h[{i}] differs");
+            }
             check_transforms(&ntt, &format!("{config:?}"), [3, 11, 19, 20]);
         }
     }

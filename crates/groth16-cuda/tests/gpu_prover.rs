@@ -157,12 +157,13 @@ fn streamed_parameters_give_the_same_proofs() {
                 memory_limit: None,
                 staging: Staging::Device,
                 window_multiples: false,
-                // The NTT's stage pairs and whole tables in whole proofs
-                // too (the pinned prover), beside the default.
+                // The NTT's stage pairs, whole tables and fused bit-reversal
+                // in whole proofs too (the pinned prover), beside the default.
                 ntt: if pin_streamed {
                     NttConfig {
                         pass_kernel: PassKernel::Radix4T256B3,
                         tables: TableLayout::WHOLE,
+                        fused_bitrev: true,
                     }
                 } else {
                     NttConfig::default()

@@ -33,7 +33,9 @@ use crate::{
     Groth16Error, Result,
     cuda::{DeviceBuffer, Gpu},
 };
-use plan::{DomainPlan, Launch, MAX_LOG2, Op, PRE_AB_MINUS_C, TableSpec, Vector};
+use plan::{
+    DomainPlan, Launch, MAX_LOG2, Op, POST_BITREV_SCALE, PRE_AB_MINUS_C, TableSpec, Vector,
+};
 pub use plan::{Stages, TableLayout};
 
 /// The PTX module's name.
@@ -170,6 +172,12 @@ pub struct NttConfig {
     /// at 2^26). A `GpuNtt` keeps the tables of every domain size it has
     /// run for its lifetime.
     pub tables: TableLayout,
+    /// H's final bit-reversal done by the last pass of its last inverse
+    /// transform, writing natural order into the second vector (one launch
+    /// and one read and write of the vector fewer;
+    /// [`DomainPlan::with_fused_bitrev`]); the entry points hand back the
+    /// buffers so that h is where their callers expect it.
+    pub fused_bitrev: bool,
 }
 
 /// A domain's plan and its tables on the device.
@@ -260,7 +268,18 @@ impl GpuNtt {
         }
         let _s = tracing::debug_span!("ntt_h", log2).entered();
         let domain = self.domain(log2)?;
-        self.run(&domain, &domain.plan.launches(Op::H), a, Some(b), Some(c))
+        self.run(
+            &domain,
+            &domain.plan.launches(Op::H),
+            a,
+            Some(&mut *b),
+            Some(c),
+        )?;
+        if domain.plan.h_result() == Vector::B {
+            // Both hold exactly m elements (checked above).
+            std::mem::swap(a, b);
+        }
+        Ok(())
     }
 
     /// h from host a, b, c (n <= m = 2^log2 elements each, zero-padded on
@@ -344,7 +363,17 @@ impl GpuNtt {
         upload_padded(copy, y, c)?;
         self.run(&domain, &coset, y, None, None)?;
         self.pointwise(x, y, Pointwise::Sub)?;
-        self.run(&domain, &domain.plan.launches(Op::HFinish), x, None, None)
+        self.run(
+            &domain,
+            &domain.plan.launches(Op::HFinish),
+            x,
+            Some(&mut *y),
+            None,
+        )?;
+        if domain.plan.h_result() == Vector::B {
+            std::mem::swap(x, y);
+        }
+        Ok(())
     }
 
     /// x = x * y or x - y elementwise on the GPU's stream (same lengths).
@@ -554,13 +583,13 @@ impl GpuNtt {
         upload_padded(main, &mut bufs.a, a)?;
         upload_padded(copy, &mut bufs.b, b)?;
         upload_padded(copy, &mut bufs.c, c)?;
-        if let Some(domain) = domain {
+        if let Some(domain) = &domain {
             // The launches that read b and c wait for their uploads: cudarc
             // records each buffer's last write on the stream that made it and
             // makes the launching stream wait for it.
             let launches = domain.plan.launches(Op::H);
             self.run(
-                &domain,
+                domain,
                 &launches,
                 &mut bufs.a,
                 Some(&mut bufs.b),
@@ -570,7 +599,11 @@ impl GpuNtt {
         if out.is_empty() {
             return Ok(());
         }
-        let (src, _record) = bufs.a.slice().device_ptr(main);
+        let h = match domain.map(|d| d.plan.h_result()) {
+            Some(Vector::B) => &bufs.b,
+            _ => &bufs.a,
+        };
+        let (src, _record) = h.slice().device_ptr(main);
         // SAFETY: `src` holds m >= out.len() elements of `Scalar` in this
         // GPU's context (bound above); `out` is valid for writes of its
         // length, and the caller waits for the stream before `out` is used
@@ -601,7 +634,8 @@ impl GpuNtt {
             return Ok(Arc::clone(d));
         }
         let _s = tracing::debug_span!("ntt_tables", log2).entered();
-        let plan = DomainPlan::with_layout(log2, self.config.tables)?;
+        let plan = DomainPlan::with_layout(log2, self.config.tables)?
+            .with_fused_bitrev(self.config.fused_bitrev);
         let tables = plan
             .tables()
             .iter()
@@ -632,6 +666,7 @@ impl GpuNtt {
                     dit,
                     grid,
                     x,
+                    out,
                     radix,
                     tw,
                     sc,
@@ -645,60 +680,84 @@ impl GpuNtt {
                         shared_mem_bytes: 0,
                     };
                     let placeholder = &t[domain.plan.placeholder()];
-                    let (xbuf, pre_b, pre_c): (&mut DeviceBuffer<Scalar>, _, _) = match x {
-                        Vector::A if params.pre == PRE_AB_MINUS_C => {
+                    let scatter = params.post == POST_BITREV_SCALE;
+                    let pre = params.pre == PRE_AB_MINUS_C;
+                    if scatter && (pre || x != Vector::A || out != Vector::B) {
+                        // The plan never makes one; the kernel would race.
+                        return Err(Groth16Error::NttSize {
+                            detail: "a fused bit-reversal must read A alone and write B".into(),
+                        });
+                    }
+                    let (xbuf, pre_b, pre_c, outbuf): (&mut DeviceBuffer<Scalar>, _, _, _) = match x
+                    {
+                        Vector::A if scatter => (
+                            &mut *a,
+                            placeholder,
+                            placeholder,
+                            Some(b.as_deref_mut().ok_or_else(|| missing("b"))?),
+                        ),
+                        Vector::A if pre => {
                             let pb: &DeviceBuffer<Scalar> =
                                 b.as_deref().ok_or_else(|| missing("b"))?;
                             let pc: &DeviceBuffer<Scalar> =
                                 c.as_deref().ok_or_else(|| missing("c"))?;
-                            (&mut *a, pb, pc)
+                            (&mut *a, pb, pc, None)
                         }
-                        Vector::A => (&mut *a, placeholder, placeholder),
+                        Vector::A => (&mut *a, placeholder, placeholder, None),
                         Vector::B => (
                             b.as_deref_mut().ok_or_else(|| missing("b"))?,
                             placeholder,
                             placeholder,
+                            None,
                         ),
                         Vector::C => (
                             c.as_deref_mut().ok_or_else(|| missing("c"))?,
                             placeholder,
                             placeholder,
+                            None,
                         ),
                     };
-                    let pre = params.pre == PRE_AB_MINUS_C;
-                    if xbuf.len() < m || (pre && (pre_b.len() < m || pre_c.len() < m)) {
+                    if xbuf.len() < m
+                        || (pre && (pre_b.len() < m || pre_c.len() < m))
+                        || outbuf.as_ref().is_some_and(|o| o.len() < m)
+                    {
                         return Err(Groth16Error::NttSize {
                             detail: format!("a vector shorter than the domain's {m} elements"),
                         });
                     }
-                    // SAFETY: ntt_{dif,dit}_pass_bls12_381(fr_t* x, const fr_t* b,
-                    // const fr_t* c, const fr_t* radix, const fr_t* tw_lo,
+                    // SAFETY: ntt_{dif,dit}_pass<suffix>_bls12_381(fr_t* x, const
+                    // fr_t* b, const fr_t* c, const fr_t* radix, const fr_t* tw_lo,
                     // const fr_t* tw_hi, const fr_t* sc_lo, const fr_t* sc_hi,
-                    // ntt_pass_params p): the arguments are in that order, Scalar
-                    // has fr_t's bytes and PassParams ntt_pass_params' layout.
-                    // x holds m = 2^p.log_m elements (checked above and by the
-                    // callers), and the grid of the plan has each block touch
-                    // only its own indices below m. b and c are read only with
-                    // PRE_AB_MINUS_C, when they are the caller's m-element b and
-                    // c. Table indices stay below the lengths the plan built the
+                    // fr_t* out, ntt_pass_params p): the arguments are in that
+                    // order, Scalar has fr_t's bytes and PassParams
+                    // ntt_pass_params' layout. x holds m = 2^p.log_m elements
+                    // (checked above and by the callers), and the grid of the
+                    // plan has each block touch only its own indices below m.
+                    // b and c are read only with PRE_AB_MINUS_C, when they are
+                    // the caller's m-element b and c. out is written only with
+                    // POST_BITREV_SCALE, at rev(i) < m of the caller's m-element
+                    // b, a buffer apart from x that the launch does not read
+                    // (checked above). Table indices stay below the lengths the plan built the
                     // tables with (lo[e mod 2^l], hi[e >> l] for e below 2^bits
                     // of the table pair; the radix table has 2^10 entries). The
                     // launches come from this domain's plan (run_launches checks
                     // that for launches from outside), whose index arithmetic
                     // the CPU twin tests cover.
                     unsafe {
-                        kernel
-                            .args()
-                            .buf_mut(xbuf)
+                        let mut args = kernel.args();
+                        args.buf_mut(xbuf)
                             .buf(pre_b)
                             .buf(pre_c)
                             .buf(&t[radix])
                             .buf(&t[tw.lo])
                             .buf(&t[tw.hi])
                             .buf(&t[sc.lo])
-                            .buf(&t[sc.hi])
-                            .arg(&params)
-                            .launch(config)?;
+                            .buf(&t[sc.hi]);
+                        match outbuf {
+                            Some(o) => args.buf_mut(o),
+                            None => args.buf(placeholder),
+                        };
+                        args.arg(&params).launch(config)?;
                     }
                 }
                 Launch::Bitrev {

@@ -163,9 +163,12 @@ pub struct BitrevParams {
 /// `NTT_PRE_*`: nothing, or `x = x * b - c` as the pass loads.
 pub const PRE_NONE: u32 = 0;
 pub const PRE_AB_MINUS_C: u32 = 1;
-/// `NTT_POST_*`: nothing, or `x *= scale(rev(index))` as the pass stores.
+/// `NTT_POST_*`: nothing, `x *= scale(rev(index))` as the pass stores, or
+/// `out[rev(index)] = x * scale(rev(index))` (the last DIF pass writing
+/// natural order into another vector, with the bit-reversal's scaling).
 pub const POST_NONE: u32 = 0;
 pub const POST_SCALE_REV: u32 = 1;
+pub const POST_BITREV_SCALE: u32 = 2;
 /// `NTT_SCALE_*` of the bit-reversal.
 pub const SCALE_NONE: u32 = 0;
 pub const SCALE_CONST: u32 = 1;
@@ -228,6 +231,9 @@ pub enum Launch {
         dit: bool,
         grid: u32,
         x: Vector,
+        /// The vector written with `POST_BITREV_SCALE` (never `x`, and not
+        /// read by the launch); `x` otherwise.
+        out: Vector,
         radix: TableId,
         tw: SplitTable,
         sc: SplitTable,
@@ -274,7 +280,7 @@ impl Launch {
                 if p.pre == PRE_AB_MINUS_C {
                     per_elem2 += 2;
                 }
-                if p.post == POST_SCALE_REV {
+                if p.post == POST_SCALE_REV || p.post == POST_BITREV_SCALE {
                     per_elem2 += if p.sc_l < p.log_m { 4 } else { 2 };
                 }
                 per_elem2 * m / 2
@@ -349,6 +355,9 @@ pub struct DomainPlan {
     icoset: SplitTable,
     /// [minv] (ifft).
     minv: SplitTable,
+    /// H's last pass writes natural order into B (`POST_BITREV_SCALE`)
+    /// instead of a bit-reversal launch over A.
+    fused_bitrev: bool,
 }
 
 impl DomainPlan {
@@ -377,6 +386,7 @@ impl DomainPlan {
             coset_pre: SplitTable { lo: 0, hi: 0, l: 0 },
             icoset: SplitTable { lo: 0, hi: 0, l: 0 },
             minv: SplitTable { lo: 0, hi: 0, l: 0 },
+            fused_bitrev: false,
         };
         let one = Scalar::ONE;
         plan.one = plan.table(one, one, 0);
@@ -427,6 +437,26 @@ impl DomainPlan {
             l: 0,
         };
         Ok(plan)
+    }
+
+    /// This plan with H's final bit-reversal fused into the last pass of
+    /// its last inverse transform (`on`), which then writes natural order
+    /// into B with the final scaling: one launch and one read and write of
+    /// the vector fewer. Domains of one pass (up to 2^LOG_BLOCK) keep the
+    /// bit-reversal launch: their pass also reads B for a*b - c.
+    pub fn with_fused_bitrev(mut self, on: bool) -> Self {
+        self.fused_bitrev = on && self.passes.len() > 1;
+        self
+    }
+
+    /// Where [`Op::H`] and [`Op::HFinish`] leave h: A, or B with the fused
+    /// bit-reversal.
+    pub fn h_result(&self) -> Vector {
+        if self.fused_bitrev {
+            Vector::B
+        } else {
+            Vector::A
+        }
     }
 
     /// The domain's log2 size.
@@ -495,12 +525,22 @@ impl DomainPlan {
     /// with `pre` fused into the first pass and, when `coset_post`, the
     /// coset scaling of the coefficients fused into the last.
     pub fn dif(&self, x: Vector, inverse: bool, pre: u32, coset_post: bool) -> Vec<Launch> {
+        let post = if coset_post {
+            POST_SCALE_REV
+        } else {
+            POST_NONE
+        };
+        self.dif_post(x, inverse, pre, post)
+    }
+
+    /// A whole DIF transform with `post` (`POST_*`) in its last pass.
+    fn dif_post(&self, x: Vector, inverse: bool, pre: u32, post: u32) -> Vec<Launch> {
         let top = self.passes.len() - 1;
         (0..self.passes.len())
             .rev()
             .map(|i| {
                 let pre = if i == top { pre } else { PRE_NONE };
-                let post = coset_post && i == 0;
+                let post = if i == 0 { post } else { POST_NONE };
                 self.pass(i, false, x, inverse, pre, post)
             })
             .collect()
@@ -509,22 +549,23 @@ impl DomainPlan {
     /// A whole DIT transform of `x` (bit-reversed order in, natural out).
     pub fn dit(&self, x: Vector, inverse: bool) -> Vec<Launch> {
         (0..self.passes.len())
-            .map(|i| self.pass(i, true, x, inverse, PRE_NONE, false))
+            .map(|i| self.pass(i, true, x, inverse, PRE_NONE, POST_NONE))
             .collect()
     }
 
-    fn pass(&self, i: usize, dit: bool, x: Vector, inverse: bool, pre: u32, post: bool) -> Launch {
+    fn pass(&self, i: usize, dit: bool, x: Vector, inverse: bool, pre: u32, post: u32) -> Launch {
         let pass = self.passes[i];
         let tw = self.factors[i].unwrap_or(self.no_table());
-        let sc = if post {
-            self.coset_post
-        } else {
-            self.no_table()
+        let (sc, out) = match post {
+            POST_SCALE_REV => (self.coset_post, x),
+            POST_BITREV_SCALE => (self.h_final, Vector::B),
+            _ => (self.no_table(), x),
         };
         Launch::Pass {
             dit,
             grid: 1 << (self.log2 - pass.bits - pass.log_cols),
             x,
+            out,
             radix: self.radix,
             tw,
             sc,
@@ -535,7 +576,7 @@ impl DomainPlan {
                 log_cols: pass.log_cols,
                 inverse: u32::from(inverse),
                 pre,
-                post: if post { POST_SCALE_REV } else { POST_NONE },
+                post,
                 tw_bits: if pass.lo == 0 { 0 } else { pass.hi() },
                 tw_l: tw.l,
                 sc_l: sc.l,
@@ -587,20 +628,28 @@ impl DomainPlan {
                 for x in [A, B, C] {
                     out.extend(self.dit(x, false));
                 }
-                // a*b - c fused into the first pass of the last iNTT.
-                out.extend(self.dif(A, true, PRE_AB_MINUS_C, false));
-                // Natural order, times minv * g^-i / Z(g).
-                out.push(self.bitrev(A, SCALE_DST, self.h_final));
+                // a*b - c fused into the first pass of the last iNTT;
+                // natural order, times minv * g^-i / Z(g).
+                out.extend(self.finish(PRE_AB_MINUS_C));
             }
             Op::HCoset => {
                 out.extend(self.dif(A, true, PRE_NONE, true));
                 out.extend(self.dit(A, false));
             }
-            Op::HFinish => {
-                out.extend(self.dif(A, true, PRE_NONE, false));
-                out.push(self.bitrev(A, SCALE_DST, self.h_final));
-            }
+            Op::HFinish => out.extend(self.finish(PRE_NONE)),
         }
+        out
+    }
+
+    /// H's last inverse transform of A with `pre` in its first pass, then
+    /// natural order times minv * g^-i / Z(g): a bit-reversal launch, or
+    /// the last pass writing B ([`DomainPlan::with_fused_bitrev`]).
+    fn finish(&self, pre: u32) -> Vec<Launch> {
+        if self.fused_bitrev {
+            return self.dif_post(Vector::A, true, pre, POST_BITREV_SCALE);
+        }
+        let mut out = self.dif(Vector::A, true, pre, false);
+        out.push(self.bitrev(Vector::A, SCALE_DST, self.h_final));
         out
     }
 
@@ -660,18 +709,30 @@ impl DomainPlan {
                     dit,
                     grid,
                     x,
+                    out,
                     radix,
                     tw,
                     sc,
                     params,
                 } => {
                     let t = |s: SplitTable| (&tables[s.lo][..], &tables[s.hi][..]);
-                    // The pointwise step reads B and C while it writes A.
-                    let (x, pre): (&mut [Scalar], _) = match x {
-                        Vector::A if params.pre == PRE_AB_MINUS_C => (&mut *a, Some((&*b, &*c))),
-                        Vector::A => (&mut *a, None),
-                        Vector::B => (&mut *b, None),
-                        Vector::C => (&mut *c, None),
+                    // The pointwise step reads B and C while it writes A;
+                    // the fused bit-reversal writes B from A (the plan never
+                    // has one pass do both).
+                    let (x, pre, out): (&mut [Scalar], _, _) = match (x, out) {
+                        (Vector::A, Vector::B) if params.post == POST_BITREV_SCALE => {
+                            assert_ne!(
+                                params.pre, PRE_AB_MINUS_C,
+                                "a pass reading and scattering into B"
+                            );
+                            (&mut *a, None, Some(&mut *b))
+                        }
+                        (Vector::A, _) if params.pre == PRE_AB_MINUS_C => {
+                            (&mut *a, Some((&*b, &*c)), None)
+                        }
+                        (Vector::A, _) => (&mut *a, None, None),
+                        (Vector::B, _) => (&mut *b, None, None),
+                        (Vector::C, _) => (&mut *c, None, None),
                     };
                     let stages_of = |st| cpu_stages(stages, dit, st);
                     cpu_pass(
@@ -679,6 +740,7 @@ impl DomainPlan {
                         grid,
                         x,
                         pre,
+                        out,
                         &tables[radix],
                         t(tw),
                         t(sc),
@@ -849,6 +911,7 @@ fn cpu_pass(
     grid: u32,
     x: &mut [Scalar],
     pre: Option<(&[Scalar], &[Scalar])>,
+    mut out: Option<&mut [Scalar]>,
     radix: &[Scalar],
     tw: (&[Scalar], &[Scalar]),
     sc: (&[Scalar], &[Scalar]),
@@ -900,7 +963,15 @@ fn cpu_pass(
             if p.post == POST_SCALE_REV {
                 v *= table_pow(sc, p.sc_l, rev(g, p.log_m));
             }
-            x[g as usize] = v;
+            if p.post == POST_BITREV_SCALE {
+                let i = rev(g, p.log_m);
+                let out = out
+                    .as_deref_mut()
+                    .expect("POST_BITREV_SCALE writes another vector");
+                out[i as usize] = v * table_pow(sc, p.sc_l, i);
+            } else {
+                x[g as usize] = v;
+            }
         }
     }
 }
@@ -1138,15 +1209,52 @@ mod tests {
         other.copy_from_slice(&c);
         run(plan, Op::HCoset, &mut other, &mut none, &mut none2);
         two.iter_mut().zip(&other).for_each(|(x, y)| *x -= y);
-        run(plan, Op::HFinish, &mut two, &mut none, &mut none2);
+        // The other buffer is free now; the fused bit-reversal writes it.
+        run(plan, Op::HFinish, &mut two, &mut other, &mut none2);
+        let h = if plan.h_result() == Vector::B {
+            &other
+        } else {
+            &two
+        };
         assert!(
-            two[..m - 1] == want[..],
+            h[..m - 1] == want[..],
             "H in two buffers at 2^{}",
             plan.log2()
         );
         // Fused, in three.
         run(plan, Op::H, &mut a, &mut b, &mut c);
-        assert!(a[..m - 1] == want[..], "H at 2^{}", plan.log2());
+        let h = if plan.h_result() == Vector::B { &b } else { &a };
+        assert!(h[..m - 1] == want[..], "H at 2^{}", plan.log2());
+    }
+
+    /// H with the bit-reversal fused into the last pass: the same h (in B),
+    /// one launch and 2m element moves fewer, for every stage order and
+    /// table layout; a one-pass domain keeps the bit-reversal launch.
+    #[test]
+    fn fused_bitrev_gives_the_same_h() {
+        let bytes = |p: &DomainPlan| -> u64 { p.launches(Op::H).iter().map(Launch::bytes).sum() };
+        let muls =
+            |p: &DomainPlan| -> u64 { p.launches(Op::H).iter().map(Launch::multiplications).sum() };
+        for log2 in [11, 13, 19] {
+            for layout in [TableLayout::SMALL, TableLayout::WHOLE] {
+                let plain = DomainPlan::with_layout(log2, layout).unwrap();
+                let fused = plain.clone().with_fused_bitrev(true);
+                assert_eq!(fused.h_result(), Vector::B);
+                let (hp, hf) = (plain.launches(Op::H), fused.launches(Op::H));
+                assert_eq!(hf.len() + 1, hp.len());
+                assert!(!hf.iter().any(|l| matches!(l, Launch::Bitrev { .. })));
+                assert_eq!(bytes(&plain) - bytes(&fused), 64 << log2);
+                assert_eq!(muls(&plain), muls(&fused));
+                assert!(hf.iter().all(|l| fused.is_planned(l)));
+                assert!(!plain.is_planned(hf.last().unwrap()));
+                for stages in [Stages::Radix2, Stages::Radix4] {
+                    check_h_with(stages, &fused, random(1 << log2, u64::from(log2) + 7));
+                }
+            }
+        }
+        let small = DomainPlan::new(9).unwrap().with_fused_bitrev(true);
+        assert_eq!(small.h_result(), Vector::A);
+        check_h(&small, random(1 << 9, 9));
     }
 
     /// DIT with the inverse root (planned, though no Op uses it yet): a
