@@ -8,7 +8,8 @@
 // 2^log_cols neighbouring "columns" (consecutive values of the bits below lo,
 // so global reads and writes come in runs of 2^log_cols elements), runs
 // `bits` radix-2 stages on them in shared memory, and writes them back in
-// place. A 2^26 transform takes three passes (10 + 8 + 8 bits).
+// place (or, with NTT_POST_BITREV_SCALE, to their bit-reversed indices in
+// another vector). A 2^26 transform takes three passes (10 + 8 + 8 bits).
 //
 // Each pass is a plain DFT of size 2^bits (twiddles from a 1024-entry table of
 // omega_{2^10} powers) plus one multiplication per element by the "factor"
@@ -23,7 +24,8 @@
 // from the bottom group up and turn bit-reversed order into natural order.
 // The factor multiplies after the stages in a DIF pass and before them in a
 // DIT pass. The H computation is iNTT (DIF) -> coset NTT (DIT) -> a*b - c ->
-// iNTT (DIF) -> one bit-reversal that also applies the final scaling; the
+// iNTT (DIF) -> one bit-reversal that also applies the final scaling (a
+// launch of its own, or the last pass writing another vector); the
 // pointwise step does not care about the order it sees.
 //
 // Inverse transforms use the same tables: w^-e = w^(2^hi - e).

@@ -260,8 +260,8 @@ pub struct GpuOptions {
     /// for 2^24 bases: 17.7 GB for a G1 query): off by default, for
     /// cards with room to spare (one parameter set on an H200).
     pub window_multiples: bool,
-    /// The NTT's pass kernel and table layout ([`NttConfig`]); its tables
-    /// count in the kernel region's device bytes.
+    /// The NTT's pass kernel, table layout and final bit-reversal
+    /// ([`NttConfig`]); its tables count in the kernel region's device bytes.
     pub ntt: NttConfig,
 }
 

@@ -69,7 +69,9 @@ pub enum Pointwise {
 }
 
 /// Device buffers for [`GpuNtt::compute_h_from_host`]: three vectors of
-/// 2^log2 elements, allocated once and reused.
+/// 2^log2 elements, allocated once and reused. Scratch between calls: h
+/// ends in `a`, or in `b` with [`NttConfig::fused_bitrev`], and is copied
+/// to the caller's `out` either way.
 #[derive(Debug)]
 pub struct HBuffers {
     pub a: DeviceBuffer<Scalar>,
@@ -95,7 +97,7 @@ pub enum PassKernel {
     /// Radix-2 stages, 256 threads (74-78 registers, 3 blocks per SM).
     #[default]
     Radix2,
-    /// Radix-2 stages, 128 threads (76-78 registers, 6 blocks per SM).
+    /// Radix-2 stages, 128 threads held to 6 blocks per SM (70-72 registers).
     Radix2T128,
     /// Radix-2 stages, 256 threads held to 64 registers (4 blocks per SM;
     /// a few spilled words).
@@ -245,10 +247,13 @@ impl GpuNtt {
         Ok(())
     }
 
-    /// Computes h in place in `a` from device-resident a, b, c of m = 2^log2
+    /// Computes h into `a` from device-resident a, b, c of m = 2^log2
     /// elements each (the caller zero-pads from n to m): afterwards
     /// `a[0..m-1]` is h exactly as [`crate::cpu::compute_h`] gives it
-    /// (`a[m-1]` is unspecified). b and c are used as scratch.
+    /// (`a[m-1]` is unspecified). b and c are used as scratch; with
+    /// [`NttConfig::fused_bitrev`] h is computed into b's buffer and the two
+    /// buffers are swapped, so `a` may come back holding the other
+    /// allocation (both have m elements).
     ///
     /// Asynchronous: the kernels are queued on the GPU's stream; a later
     /// copy or [`Gpu::synchronize`] waits for them and reports their faults.

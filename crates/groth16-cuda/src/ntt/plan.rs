@@ -312,15 +312,17 @@ pub enum Op {
     IcosetFft,
     /// The H polynomial from evaluations a, b, c (in A, B, C): iNTT, coset
     /// NTT, a*b - c, division by Z on the coset, inverse coset NTT; the
-    /// result is in A (its last element is not part of h).
+    /// result is in [`DomainPlan::h_result`] (A, or B with the fused
+    /// bit-reversal; its last element is not part of h).
     H,
     /// H's first half for one vector, in A: iNTT and coset NTT (the vector's
     /// values on the coset, natural order). [`Op::H`] is `HCoset` of a, b
     /// and c, then a*b - c pointwise, then [`Op::HFinish`]: with the
     /// pointwise step apart, H needs only two vectors on the device at once.
     HCoset,
-    /// H's end, in A: from a*b - c on the coset, the division by Z and the
-    /// inverse coset NTT (A's last element is not part of h).
+    /// H's end, from a*b - c on the coset in A: the division by Z and the
+    /// inverse coset NTT, into [`DomainPlan::h_result`] (with the fused
+    /// bit-reversal B, a second vector; the last element is not part of h).
     HFinish,
 }
 
