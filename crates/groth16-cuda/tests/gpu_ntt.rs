@@ -267,7 +267,20 @@ fn device_and_overlapped_entry_points_agree() {
     };
     let gpu = Arc::clone(ntt.gpu());
     let pool = Pool::pinned(gpu.ordinal(), PoolConfig::unbounded()).unwrap();
-    for (log2, n) in [(3u32, 8usize), (16, 60_000), (22, 1 << 22)] {
+    // The default, and stage pairs with whole tables and the fused
+    // bit-reversal (h computed into the second buffer).
+    let fused = GpuNtt::with_config(
+        Arc::clone(&gpu),
+        NttConfig {
+            pass_kernel: PassKernel::Radix4T256B3,
+            tables: TableLayout::WHOLE,
+            fused_bitrev: true,
+        },
+    );
+    for ((log2, n), ntt) in [(3u32, 8usize), (16, 60_000), (22, 1 << 22)]
+        .into_iter()
+        .flat_map(|size| [(size, &ntt), (size, &fused)])
+    {
         let m = 1usize << log2;
         let (a, b, c) = (random(n, 1), random(n, 2), random(n, 3));
         let want = compute_h(&a, &b, &c).unwrap();
@@ -287,7 +300,8 @@ fn device_and_overlapped_entry_points_agree() {
         let got = da.download().unwrap();
         assert!(
             first_difference(&got[..m - 1], &want).is_none(),
-            "device API at 2^{log2}"
+            "device API at 2^{log2}, {:?}",
+            ntt.config()
         );
 
         let lease = |v: &[Scalar]| {
@@ -316,7 +330,8 @@ fn device_and_overlapped_entry_points_agree() {
             .unwrap();
             assert!(
                 first_difference(&out[..m - 1], &want).is_none(),
-                "{upload:?} at 2^{log2}, n = {n}"
+                "{upload:?} at 2^{log2}, n = {n}, {:?}",
+                ntt.config()
             );
         }
     }

@@ -421,6 +421,17 @@ fn workers_on_their_own_streams_give_the_same_proofs() {
             (true, ParamsPlacement::Auto, Staging::Host),
             (false, ParamsPlacement::Resident, Staging::Host),
         ] {
+            // Host staging with per-worker streams also runs the NTT's stage
+            // pairs, whole tables and fused bit-reversal (H in two buffers).
+            let ntt = if staging == Staging::Host && stream_per_worker {
+                NttConfig {
+                    pass_kernel: PassKernel::Radix4T256B3,
+                    tables: TableLayout::WHOLE,
+                    fused_bitrev: true,
+                }
+            } else {
+                NttConfig::default()
+            };
             let prover = GpuProver::with_options(
                 0,
                 GpuOptions {
@@ -428,6 +439,7 @@ fn workers_on_their_own_streams_give_the_same_proofs() {
                     stream_per_worker,
                     staging,
                     stream_chunk: Some(700),
+                    ntt,
                     ..GpuOptions::default()
                 },
             )
