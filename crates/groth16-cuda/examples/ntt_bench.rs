@@ -33,7 +33,7 @@ use blstrs::Scalar;
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_groth16_cuda::{
     cpu::compute_h,
-    cuda::{DeviceModule, Gpu, grid_1d},
+    cuda::{DeviceBuffer, DeviceModule, Gpu, grid_1d},
     ntt::{
         GpuNtt, NttConfig, PassKernel, TableLayout, Upload, copy_device,
         plan::{DomainPlan, Launch, Op},
@@ -56,6 +56,28 @@ const SIZES: [u32; 3] = [22, 24, 26];
 /// then RUNS runs, each after an untimed `step(true)` (the setup). Seconds.
 fn time_gpu(gpu: &Arc<Gpu>, step: impl FnMut(bool) -> Result<()>) -> Result<Stat> {
     time_events(gpu, RUNS, step)
+}
+
+/// Times `ntt.compute_h` on `work` (a, b, c), each run after restoring it
+/// from `inputs`.
+fn time_h(
+    gpu: &Arc<Gpu>,
+    ntt: &GpuNtt,
+    log2: u32,
+    work: [&mut DeviceBuffer<Scalar>; 3],
+    inputs: [&DeviceBuffer<Scalar>; 3],
+) -> Result<Stat> {
+    let [wa, wb, wc] = work;
+    time_gpu(gpu, |setup| {
+        if setup {
+            for (w, p) in [&mut *wa, &mut *wb, &mut *wc].into_iter().zip(inputs) {
+                copy_device(w, p)?;
+            }
+        } else {
+            ntt.compute_h(wa, wb, wc, log2)?;
+        }
+        Ok(())
+    })
 }
 
 fn random(n: usize, seed: u64) -> Vec<Scalar> {
@@ -217,16 +239,13 @@ fn main() -> Result<()> {
             gpu.alloc_zeros::<Scalar>(m)?,
             gpu.alloc_zeros::<Scalar>(m)?,
         );
-        let s = time_gpu(&gpu, |setup| {
-            if setup {
-                copy_device(&mut wa, &pa)?;
-                copy_device(&mut wb, &pb)?;
-                copy_device(&mut wc, &pc)?;
-            } else {
-                ntt.compute_h(&mut wa, &mut wb, &mut wc, log2)?;
-            }
-            Ok(())
-        })?;
+        let s = time_h(
+            &gpu,
+            &ntt,
+            log2,
+            [&mut wa, &mut wb, &mut wc],
+            [&pa, &pb, &pc],
+        )?;
         let got = wa.download()?;
         let exact = got[..m - 1] == want[..];
         if !exact {
@@ -245,16 +264,7 @@ fn main() -> Result<()> {
                     .iter()
                     .map(Launch::multiplications)
                     .sum();
-                let vs = time_gpu(&gpu, |setup| {
-                    if setup {
-                        copy_device(&mut wa, &pa)?;
-                        copy_device(&mut wb, &pb)?;
-                        copy_device(&mut wc, &pc)?;
-                    } else {
-                        v.compute_h(&mut wa, &mut wb, &mut wc, log2)?;
-                    }
-                    Ok(())
-                })?;
+                let vs = time_h(&gpu, &v, log2, [&mut wa, &mut wb, &mut wc], [&pa, &pb, &pc])?;
                 let vexact = wa.download()?[..m - 1] == want[..];
                 if !vexact {
                     failures.push(format!("2^{log2} {label}: h differs from cpu::compute_h"));

@@ -47,6 +47,13 @@ fn large_log2() -> u32 {
         .unwrap_or(16)
 }
 
+/// The NTT with stage pairs, whole tables and the fused bit-reversal: what
+/// some provers below run in place of the default.
+const NTT_OPTIONS_ON: NttConfig = NttConfig {
+    pass_kernel: PassKernel::Radix4T256B3,
+    tables: TableLayout::WHOLE,
+    fused_bitrev: true,
+};
 #[test]
 fn gpu_proofs_are_byte_identical_to_bellperson() {
     let _device = shared();
@@ -160,11 +167,7 @@ fn streamed_parameters_give_the_same_proofs() {
                 // The NTT's stage pairs, whole tables and fused bit-reversal
                 // in whole proofs too (the pinned prover), beside the default.
                 ntt: if pin_streamed {
-                    NttConfig {
-                        pass_kernel: PassKernel::Radix4T256B3,
-                        tables: TableLayout::WHOLE,
-                        fused_bitrev: true,
-                    }
+                    NTT_OPTIONS_ON
                 } else {
                     NttConfig::default()
                 },
@@ -424,11 +427,7 @@ fn workers_on_their_own_streams_give_the_same_proofs() {
             // Host staging with per-worker streams also runs the NTT's stage
             // pairs, whole tables and fused bit-reversal (H in two buffers).
             let ntt = if staging == Staging::Host && stream_per_worker {
-                NttConfig {
-                    pass_kernel: PassKernel::Radix4T256B3,
-                    tables: TableLayout::WHOLE,
-                    fused_bitrev: true,
-                }
+                NTT_OPTIONS_ON
             } else {
                 NttConfig::default()
             };
