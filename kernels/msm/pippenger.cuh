@@ -139,6 +139,158 @@ __device__ __forceinline__ void msm_accumulate(const uint2* entries, uint32_t e,
     }
 }
 
+// Level 0 with batch-affine additions (MsmConfig's Accumulate::BatchAffine*):
+// the same segments of `per` entries and the same outputs as msm_accumulate
+// (buckets of owned runs, out_keys[s] / out_vals[s] for every segment s),
+// but thread t runs the K segments t*K .. t*K + K - 1 side by side, each
+// with its running sum in affine coordinates. One step gives every segment
+// at most one addition, after it has consumed the entries that need no
+// field inversion (a run's first point, identities, P + (-P)); the step's
+// additions share one inversion (Montgomery's trick: prefix products of
+// the denominators forward, one inversion, back again). An affine addition
+// costs 5M + 1S with the trick's share against madd's 8M + 2S in XYZZ, plus
+// 1/K of an inversion (Fermat: 384 squarings and 229 multiplications in Fq);
+// the per-segment state (running sum, pending point, prefix product) lives
+// in local memory, K * 252 bytes a thread in G1 and twice that in G2, and
+// the kernels are held to 3 blocks per SM (168 registers, as the plain
+// kernel; a few words spill). With
+// carry, an owned run's sum is added to its bucket when the run ends (the
+// same point as msm_accumulate's; its XYZZ coordinates may differ).
+// CPU twin, step for step: crates/groth16-cuda/src/msm/batch_affine.rs.
+#define MSM_BA_ADD 1u
+#define MSM_BA_DBL 2u
+#define MSM_BA_OWNED 4u
+#define MSM_BA_EMPTY 8u
+
+// The affine sum a + p (add: a.x != p.x) or 2a (!add), given dinv = 1 / d
+// for its denominator d (p.x - a.x, or 2 a.y).
+template <class F>
+__device__ __noinline__ affine_t<F> msm_ba_finish_nl(const affine_t<F> a, const affine_t<F> p, const F dinv,
+                                                     bool add) {
+    F num, x2;
+    if (add) {
+        num = p.y - a.y;
+        x2 = p.x;
+    } else {
+        const F xx = a.x.sqr();
+        num = xx.dbl() + xx;
+        x2 = a.x;
+    }
+    const F lambda = num * dinv;
+    const F x3 = lambda.sqr() - a.x - x2;
+    return {x3, lambda * (a.x - x3) - a.y};
+}
+
+template <class F>
+__device__ __noinline__ F msm_ba_inv_nl(const F x) {
+    return x.inv();
+}
+
+template <class F, uint32_t K>
+__device__ __forceinline__ void msm_accumulate_ba(const uint2* entries, uint32_t e, uint32_t per,
+                                                  const affine_t<F>* bases, xyzz_t<F>* buckets,
+                                                  uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {
+    const uint2 none = make_uint2(MSM_NO_KEY, 0);
+    const uint32_t l = e / per + (e % per != 0);
+    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    if ((uint64_t)t * K >= l) return;
+    affine_t<F> acc[K], pt[K];
+    F pre[K];
+    uint32_t pos[K], cur[K];
+    uint8_t fl[K];
+#pragma unroll 1
+    for (uint32_t j = 0; j < K; j++) {
+        const uint32_t s = t * K + j;
+        if (s >= l) {
+            cur[j] = MSM_NO_KEY;
+            fl[j] = 0;
+            continue;
+        }
+        const uint32_t start = s * per;  // the host keeps e + per below 2^32
+        const uint32_t k = entries[start].x;
+        const bool owned = start == 0 || entries[start - 1].x != k;
+        out_keys[s] = k;
+        if (owned) out_vals[s] = msm_inf<F>();
+        cur[j] = k;
+        pos[j] = start;
+        fl[j] = (owned ? MSM_BA_OWNED : 0u) | MSM_BA_EMPTY;
+    }
+    for (;;) {
+        // Forward: each unfinished segment consumes entries up to its next
+        // addition that needs a denominator d, or to its end.
+        F prod = F::one();
+        bool any = false;
+#pragma unroll 1
+        for (uint32_t j = 0; j < K; j++) {
+            uint32_t k = cur[j];
+            if (k == MSM_NO_KEY) continue;
+            const uint32_t s = t * K + j;
+            const uint32_t end = s * per + per < e ? s * per + per : e;
+            uint32_t i = pos[j];
+            uint32_t f = fl[j];
+            affine_t<F> a = acc[j], p;
+            F d;
+            for (;;) {
+                const uint2 en = i < end ? entries[i] : none;
+                if (en.x != k) {
+                    // The run of key k ends here.
+                    if (f & MSM_BA_OWNED) {
+                        if (!carry) buckets[k] = f & MSM_BA_EMPTY ? msm_inf<F>() : xyzz_t<F>::from_affine(a);
+                        else if (!(f & MSM_BA_EMPTY)) buckets[k] = msm_madd_nl(buckets[k], a);
+                    } else {
+                        out_vals[s] = f & MSM_BA_EMPTY ? msm_inf<F>() : xyzz_t<F>::from_affine(a);
+                    }
+                    f = MSM_BA_OWNED | MSM_BA_EMPTY;
+                    k = en.x;
+                    if (k == MSM_NO_KEY) break;
+                }
+                i++;
+                p = msm_load_affine_v4(bases + (en.y & ~MSM_NEG_BIT));
+                if (en.y & MSM_NEG_BIT) p.y = -p.y;  // the identity (0, 0) stays itself
+                if (p.is_inf()) continue;
+                if (f & MSM_BA_EMPTY) {
+                    a = p;
+                    f &= ~MSM_BA_EMPTY;
+                } else if (p.x != a.x) {
+                    d = p.x - a.x;
+                    f |= MSM_BA_ADD;
+                    break;
+                } else if (p.y == a.y && !a.y.is_zero()) {
+                    d = a.y.dbl();
+                    f |= MSM_BA_DBL;
+                    break;
+                } else {
+                    f |= MSM_BA_EMPTY;  // P + (-P)
+                }
+            }
+            cur[j] = k;
+            pos[j] = i;
+            fl[j] = f;
+            acc[j] = a;
+            if (f & (MSM_BA_ADD | MSM_BA_DBL)) {
+                pre[j] = prod;
+                prod = prod * d;
+                pt[j] = p;
+                any = true;
+            }
+        }
+        if (!any) break;
+        // Backward: inv is 1 / (d_0 ... d_j) on entering step j.
+        F inv = msm_ba_inv_nl(prod);
+#pragma unroll 1
+        for (uint32_t j = K; j-- > 0;) {
+            const uint32_t f = fl[j];
+            if (!(f & (MSM_BA_ADD | MSM_BA_DBL))) continue;
+            const affine_t<F> a = acc[j], p = pt[j];
+            const F dinv = inv * pre[j];
+            const bool add = f & MSM_BA_ADD;
+            inv = inv * (add ? p.x - a.x : a.y.dbl());
+            acc[j] = msm_ba_finish_nl(a, p, dinv, add);
+            fl[j] = f & ~(MSM_BA_ADD | MSM_BA_DBL);
+        }
+    }
+}
+
 // Levels 1 and on: the same over the previous level's (key, partial) list,
 // whose runs are short. The owner of a run adds it into the bucket, which
 // level 0 has written (every key here has an owner at level 0).
@@ -285,10 +437,11 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
 
 // The entry points of one curve's module (kernels/msm_g1.cu, msm_g2.cu):
 // msm_<op>_<G>_bls12_381 over the coordinate field F.
-// Level-0 accumulation comes in five variants (the host picks one by
+// Level-0 accumulation comes in seven variants (the host picks one by
 // name, MsmConfig::accumulate): plain loads; the prefetch pipeline; the
 // pipeline held to 128 registers (4 blocks of MSM_CURVE_THREADS per SM);
-// plain and prefetch128 with 16-byte loads of the bases.
+// plain and prefetch128 with 16-byte loads of the bases; and the
+// batch-affine kernels with K = 128 and 256 segments a thread.
 #define MSM_CURVE_KERNELS(G, F)                                                                                  \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_plain_##G##_bls12_381(      \
         const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
@@ -317,6 +470,16 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
                                                       uint32_t* out_keys, xyzz_t<F>* out_vals,                 \
                                                       uint32_t carry) {                                        \
         msm_accumulate<F, true, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);             \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS, 3) msm_accumulate_ba128_##G##_bls12_381(      \
+        const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
+        uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {                                             \
+        msm_accumulate_ba<F, 128>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                 \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS, 3) msm_accumulate_ba256_##G##_bls12_381(      \
+        const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
+        uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {                                             \
+        msm_accumulate_ba<F, 256>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                 \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_partials_##G##_bls12_381(   \
         const uint32_t* in_keys, const xyzz_t<F>* in_vals, uint32_t l, uint32_t per, xyzz_t<F>* buckets,      \

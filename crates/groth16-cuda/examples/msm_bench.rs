@@ -25,7 +25,10 @@
 //!
 //! Usage: msm_bench <short git revision> <the command line, for the record>
 //! Environment: MSM_BENCH_MAX_LOG2 (default 26) caps the G1 sizes,
-//! MSM_BENCH_G2_MAX_LOG2 (default 24) the G2 ones.
+//! MSM_BENCH_G2_MAX_LOG2 (default 24) the G2 ones; MSM_BENCH_ACCUMULATE
+//! names the accumulation variants to time (default the five XYZZ ones),
+//! and MSM_BENCH_VARIANTS_ONLY=1 times only those (G1 at 2^24 or the G1
+//! cap, G2 at 2^22 or the G2 cap), each checked against the first.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -269,6 +272,37 @@ fn window_bits_for<A: BenchCurve>(s: &[Scalar]) -> u32 {
     window_bits(m, MsmConfig::default().max_bucket_bytes / point_bytes)
 }
 
+/// The accumulation kernel's variants to time: MSM_BENCH_ACCUMULATE
+/// (comma-separated names as `Accumulate`'s Debug writes them), by default
+/// the five XYZZ variants. The batch-affine ones reserve gigabytes of local
+/// memory in the process's context once launched, so they are timed in a
+/// run of their own (with MSM_BENCH_VARIANTS_ONLY=1).
+fn accumulate_variants() -> Result<Vec<Accumulate>> {
+    let all = [
+        Accumulate::Plain,
+        Accumulate::Prefetch,
+        Accumulate::Prefetch128,
+        Accumulate::PlainV4,
+        Accumulate::Prefetch128V4,
+        Accumulate::BatchAffine128,
+        Accumulate::BatchAffine256,
+    ];
+    let Ok(list) = std::env::var("MSM_BENCH_ACCUMULATE") else {
+        return Ok(all[..5].to_vec());
+    };
+    list.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|name| {
+            all.iter()
+                .find(|a| format!("{a:?}") == name.trim())
+                .copied()
+                .with_context(|| {
+                    format!("MSM_BENCH_ACCUMULATE: unknown variant {name:?}; known: {all:?}")
+                })
+        })
+        .collect()
+}
+
 /// Times the accumulation kernel's variants on 2^lg random scalars and
 /// returns the configuration with the fastest, recording each.
 fn pick_accumulate<A: BenchCurve>(
@@ -280,19 +314,23 @@ fn pick_accumulate<A: BenchCurve>(
     let n = 1usize << lg;
     let d = gpu.upload(&scalars(Kind::Random, n, 5000 + u64::from(lg)))?;
     let mut best = (f64::MAX, MsmConfig::default());
-    for accumulate in [
-        Accumulate::Plain,
-        Accumulate::Prefetch,
-        Accumulate::Prefetch128,
-        Accumulate::PlainV4,
-        Accumulate::Prefetch128V4,
-    ] {
+    let mut first: Option<(Accumulate, A::Curve)> = None;
+    for accumulate in accumulate_variants()? {
         let config = MsmConfig {
             accumulate,
             ..MsmConfig::default()
         };
         let m = GpuMsm::with_config(Arc::clone(gpu), config);
-        let (stat, _) = time_gpu(3, || Ok(m.msm(bases, &d, None)?))?;
+        let (stat, got) = time_gpu(3, || Ok(m.msm(bases, &d, None)?))?;
+        // Every variant's sum against the first's, in the same run.
+        match first {
+            None => first = Some((accumulate, got)),
+            Some((v, want)) => anyhow::ensure!(
+                got == want,
+                "{} random 2^{lg}: {accumulate:?} differs from {v:?}",
+                A::NAME
+            ),
+        }
         log(format!(
             "{} random 2^{lg} {accumulate:?}: {:.4} s",
             A::NAME,
@@ -435,6 +473,7 @@ fn main() -> Result<()> {
     let mut extra = Vec::new();
 
     let mut budget = env_log("MSM_BENCH_CPU_BUDGET_S", 120) as f64;
+    let variants_only = env_log("MSM_BENCH_VARIANTS_ONLY", 0) == 1;
 
     // G1.
     let start = Instant::now();
@@ -445,6 +484,13 @@ fn main() -> Result<()> {
     ));
     let bases = DeviceBases::upload(&gpu, &g1_host)?;
     let g1_config = pick_accumulate(&gpu, &bases, max_log.min(24), &mut extra)?;
+    if variants_only {
+        drop(bases);
+        let g2_host = random_points::<G2Affine>(1 << g2_max_log.min(22), 2);
+        let bases = DeviceBases::upload(&gpu, &g2_host)?;
+        let g2_config = pick_accumulate(&gpu, &bases, g2_max_log.min(22), &mut extra)?;
+        return write_doc(&revision, &gpu, &command, g1_config, g2_config, extra);
+    }
     let msm = GpuMsm::with_config(Arc::clone(&gpu), g1_config);
     let logs: Vec<u32> = [20, 22, 24, 26]
         .into_iter()
@@ -636,7 +682,18 @@ fn main() -> Result<()> {
     entries.sort_by_key(|&(lg, i, _)| (i, lg));
     let mut results: Vec<Value> = entries.into_iter().map(|(_, _, v)| v).collect();
     results.extend(extra);
+    write_doc(&revision, &gpu, &command, g1_config, g2_config, results)
+}
 
+/// The bench-data document, to stdout.
+fn write_doc(
+    revision: &str,
+    gpu: &Gpu,
+    command: &str,
+    g1_config: MsmConfig,
+    g2_config: MsmConfig,
+    results: Vec<Value>,
+) -> Result<()> {
     let doc = json!({
         "revision": revision,
         "date": today(),

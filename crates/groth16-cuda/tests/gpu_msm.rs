@@ -224,6 +224,16 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
             ..MsmConfig::default()
         },
         MsmConfig {
+            accumulate: Accumulate::BatchAffine128,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            accumulate: Accumulate::BatchAffine256,
+            window_bits: Some(7),
+            max_entries_per_pass: 3000,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
             window_bits: Some(2),
             ..MsmConfig::default()
         },
@@ -593,6 +603,10 @@ fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
             ..MsmConfig::default()
         },
         MsmConfig::for_device_memory(16 << 30),
+        MsmConfig {
+            accumulate: Accumulate::BatchAffine128,
+            ..MsmConfig::default()
+        },
     ];
     for n in [1usize, 7, 5000, 200_003, big] {
         // Filecoin-shaped, with a stretch of zeros and one of ones (chunks
@@ -783,6 +797,12 @@ where
             MsmConfig {
                 accumulate: Accumulate::Prefetch128,
                 max_entries_per_pass: 1,
+                ..MsmConfig::default()
+            },
+            // Passes after the first carry into the buckets.
+            MsmConfig {
+                accumulate: Accumulate::BatchAffine128,
+                max_entries_per_pass: 2000,
                 ..MsmConfig::default()
             },
         ];

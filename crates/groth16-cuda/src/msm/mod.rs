@@ -25,13 +25,17 @@
 //!    atomics); bucket accumulation sums each bucket's points in XYZZ over
 //!    fixed-length segments of the sorted list, so big buckets (skewed
 //!    scalars) spread over many threads, with a few short levels to finish
-//!    runs that cross segments; then per window sum_j j * B_j by running
+//!    runs that cross segments (or, as the variants
+//!    [`Accumulate::BatchAffine128`] / `256`, in affine coordinates with one
+//!    inversion shared by many segments' additions; CPU twin
+//!    [`accumulate_batch_affine_cpu`]); then per window sum_j j * B_j by running
 //!    sums over parts and a merge tree. The window sums come back and the
 //!    host combines them (c doublings per window: microseconds on the CPU).
 //!
 //! Nothing here synchronises with the host except the readback of the
 //! counts after step 1, of each pass's entry count, and of the results.
 
+mod batch_affine;
 mod plan;
 
 use std::any::Any;
@@ -45,8 +49,10 @@ use group::Group;
 use crate::cuda::{DeviceBuffer, DeviceElem, DeviceRange, Gpu, Kernel, LaunchConfig, grid_1d};
 use crate::{Groth16Error, Result};
 
+pub use batch_affine::accumulate_batch_affine_cpu;
 pub use plan::{
-    MAX_WINDOW, MIN_WINDOW, carried_window_bits, multiples_window_bits, window_bits, windows,
+    MAX_WINDOW, MIN_WINDOW, batch_affine_segment_len, carried_window_bits, multiples_window_bits,
+    window_bits, windows,
 };
 
 /// Threads per block of the curve kernels; must equal `MSM_CURVE_THREADS` in
@@ -85,6 +91,9 @@ pub trait MsmAffine: DeviceElem + sealed::Sealed {
     /// The point x/ZZ, y/ZZZ from XYZZ coordinates, as blst's Jacobian
     /// (x = X/Z^2, y = Y/Z^3): Z = ZZ ZZZ, X = x ZZ ZZZ^2, Y = y ZZ^3 ZZZ^2.
     fn from_xyzz(xyzz: &[Self::Coord]) -> Self::Projective;
+    /// The affine coordinates (x, y) as the device holds them: (0, 0) for
+    /// the identity.
+    fn xy(&self) -> [Self::Coord; 2];
 }
 
 /// The Jacobian coordinates of an XYZZ point, or None for the identity.
@@ -109,6 +118,9 @@ impl MsmAffine for G1Affine {
             None => G1Projective::identity(),
         }
     }
+    fn xy(&self) -> [Fp; 2] {
+        [self.x(), self.y()]
+    }
 }
 
 impl MsmAffine for G2Affine {
@@ -122,6 +134,9 @@ impl MsmAffine for G2Affine {
             Some((x, y, z)) => G2Projective::from_raw_unchecked(x, y, z),
             None => G2Projective::identity(),
         }
+    }
+    fn xy(&self) -> [Fp2; 2] {
+        [self.x(), self.y()]
     }
 }
 
@@ -494,7 +509,13 @@ impl MsmConfig {
                 .map(|c| {
                     let group = u64::from(plan::windows_per_pass(n, c, self.max_entries_per_pass));
                     let entries = n as u64 * group;
-                    let l = max_partials(entries, 18, 32);
+                    let batch_affine = self.accumulate.chains::<G1Affine>().is_some()
+                        || self.accumulate.chains::<G2Affine>().is_some();
+                    let l = if batch_affine {
+                        max_batch_affine_segments(entries)
+                    } else {
+                        max_partials(entries, 18, 32)
+                    };
                     let sort = 8 * entries + 8 * group * plan::buckets_per_window(c) + 64;
                     // Level 1's list and level 2's (1/PARTIALS_PER of it).
                     let lists = (l + l.div_ceil(u64::from(PARTIALS_PER)) + 2) * (4 + point_bytes);
@@ -577,6 +598,17 @@ pub enum Accumulate {
     PlainV4,
     /// [`Accumulate::Prefetch128`] with the bases read by 16-byte loads.
     Prefetch128V4,
+    /// Batch-affine additions: each thread runs 128 segments side by side,
+    /// their running sums in affine coordinates, and one step's additions
+    /// (one per segment) share one field inversion (Montgomery's trick).
+    /// Segments of [`plan::batch_affine_segment_len`] entries. Its local
+    /// memory (32 KB a thread in G1, 64 KB in G2, for every thread the GPU
+    /// can hold at once, reserved by the driver at the first launch) is not
+    /// in [`MsmConfig::scratch_bound`]: a variant to measure, not a default.
+    BatchAffine128,
+    /// [`Accumulate::BatchAffine128`] with 256 segments a thread: half the
+    /// inversions, twice the local memory.
+    BatchAffine256,
 }
 
 impl Accumulate {
@@ -589,6 +621,19 @@ impl Accumulate {
             Accumulate::Prefetch128 => "accumulate_prefetch128",
             Accumulate::PlainV4 => "accumulate_plain_v4",
             Accumulate::Prefetch128V4 => "accumulate_prefetch128_v4",
+            Accumulate::BatchAffine128 => "accumulate_ba128",
+            Accumulate::BatchAffine256 => "accumulate_ba256",
+        }
+    }
+
+    /// The segments a thread runs side by side in the batch-affine variants
+    /// (the kernel's K); None for the others.
+    pub fn chains<A: MsmAffine>(self) -> Option<u32> {
+        match self {
+            Accumulate::Auto => A::FASTEST_ACCUMULATE.chains::<A>(),
+            Accumulate::BatchAffine128 => Some(128),
+            Accumulate::BatchAffine256 => Some(256),
+            _ => None,
         }
     }
 }
@@ -787,6 +832,12 @@ fn max_partials(entries: u64, shift: u32, min: u32) -> u64 {
         edge *= 2;
     }
     most
+}
+
+/// The most segments the batch-affine accumulation cuts up to `entries`
+/// entries into: its segments are never shorter than 16 entries.
+fn max_batch_affine_segments(entries: u64) -> u64 {
+    entries.div_ceil(u64::from(plan::BATCH_AFFINE_MIN_SEGMENT))
 }
 
 fn grid(threads: u64, block: u32) -> Result<LaunchConfig> {
@@ -1561,8 +1612,17 @@ impl Run<'_> {
         carry: u32,
     ) -> Result<()> {
         let gpu = self.gpu;
-        let per = plan::segment_len(u64::from(e), 18, 32);
+        let chains = self.config.accumulate.chains::<A>();
+        let per = match chains {
+            Some(k) => plan::batch_affine_segment_len(u64::from(e), k),
+            None => plan::segment_len(u64::from(e), 18, 32),
+        };
         let mut l = e.div_ceil(per);
+        // Threads of level 0: one per segment, or per `chains` segments.
+        let threads = match chains {
+            Some(k) => l.div_ceil(k),
+            None => l,
+        };
         // Level 1's list has l entries, level 2's ceil(l / PARTIALS_PER), and
         // the levels after alternate between the two buffers, shrinking.
         let (len0, len1) = (l as usize, l.div_ceil(PARTIALS_PER) as usize);
@@ -1580,9 +1640,11 @@ impl Run<'_> {
         // SAFETY: msm_accumulate_<variant>_<c>_bls12_381(const uint2*
         // entries, uint32_t e, uint32_t per, const affine_t* bases, xyzz_t*
         // buckets, uint32_t* out_keys, xyzz_t* out_vals, uint32_t carry):
-        // with carry, a run's owner also reads its bucket; thread s <
-        // ceil(e / per) = l reads entries in [s*per - 1, min(e, s*per +
-        // per)) (the scatter wrote e of them) and prefetches or reads the
+        // with carry, a run's owner also reads its bucket; the segment s <
+        // ceil(e / per) = l (thread s, or thread s / K in the batch-affine
+        // kernels, which return for threads with s*K >= l) reads entries in
+        // [s*per - 1, min(e, s*per + per)) (the scatter wrote e of them)
+        // and prefetches or reads the
         // bases they name (the low 31 bits are indices of used variables,
         // below bases.len(), or with window multiples of their multiples,
         // below the points' buffer length); it writes buckets[key] for keys below the
@@ -1599,7 +1661,7 @@ impl Run<'_> {
                 .buf_mut(lk0)
                 .buf_mut(lv0)
                 .arg(&carry)
-                .launch(grid(u64::from(l), CURVE_BLOCK)?)?;
+                .launch(grid(u64::from(threads), CURVE_BLOCK)?)?;
         }
         let (mut src_k, mut src_v, mut dst_k, mut dst_v) = (lk0, lv0, lk1, lv1);
         while l > 1 {
@@ -1796,6 +1858,35 @@ mod tests {
             assert!(c.scratch_bound(n) > 0);
         }
         assert_eq!(MsmConfig::for_device_memory(u64::MAX), MsmConfig::default());
+    }
+
+    #[test]
+    fn batch_affine_segments_fit_the_scratch_bound() {
+        // Every list length's segment count within the bound of any longer
+        // list, for both chain counts.
+        let mut lens: Vec<u64> = (0..3000).collect();
+        for k in 12..34 {
+            let p = 1u64 << k;
+            lens.extend([p - 1, p, p + 1, p + p / 3]);
+        }
+        for chains in [128, 256] {
+            for &e in &lens {
+                let segments = e.div_ceil(u64::from(plan::batch_affine_segment_len(e, chains)));
+                assert!(segments <= max_batch_affine_segments(e), "{e}, {chains}");
+            }
+        }
+        // Its lists are longer than the XYZZ kernels': the bound grows.
+        let n = 1 << 24;
+        for accumulate in [Accumulate::BatchAffine128, Accumulate::BatchAffine256] {
+            let ba = MsmConfig {
+                accumulate,
+                ..MsmConfig::default()
+            };
+            assert!(ba.scratch_bound(n) > MsmConfig::default().scratch_bound(n));
+            assert!(accumulate.chains::<G2Affine>().is_some());
+        }
+        assert_eq!(Accumulate::Auto.chains::<G1Affine>(), None);
+        assert_eq!(Accumulate::PlainV4.chains::<G2Affine>(), None);
     }
 
     #[test]

@@ -134,6 +134,22 @@ pub fn segment_len(len: u64, shift: u32, min: u32) -> u32 {
     u32::try_from(target).unwrap_or(u32::MAX).clamp(min, 256)
 }
 
+/// The shortest segment of the batch-affine accumulation.
+pub const BATCH_AFFINE_MIN_SEGMENT: u32 = 16;
+
+/// Entries per segment of the batch-affine accumulation over `len` entries
+/// with `chains` segments a thread: a power of two in [16, 256], about len /
+/// (chains * 2^17), so that the kernel has about 2^17 threads (an H200
+/// holds 132 * 384 of them at once at its 168 registers) and each step's
+/// inversion is shared by `chains` additions. Its segments are short: a
+/// thread's state grows with `chains`, not with their length.
+pub fn batch_affine_segment_len(len: u64, chains: u32) -> u32 {
+    let target = prev_pow2(len / (u64::from(chains.max(1)) << 17));
+    u32::try_from(target)
+        .unwrap_or(u32::MAX)
+        .clamp(BATCH_AFFINE_MIN_SEGMENT, 256)
+}
+
 /// log2 of the buckets each thread of the reduction's first step takes:
 /// enough parts that all windows together give about 2^16 threads, each
 /// part a power of two no longer than a window.
@@ -277,6 +293,18 @@ mod tests {
         assert_eq!(segment_len((1 << 24) * 13, 18, 32), 256);
         assert_eq!(segment_len(u64::MAX, 18, 32), 256);
         assert_eq!(segment_len(100, 17, 16), 16);
+    }
+
+    #[test]
+    fn batch_affine_segments_are_clamped_powers_of_two() {
+        assert_eq!(batch_affine_segment_len(0, 128), 16);
+        assert_eq!(batch_affine_segment_len(1000, 256), 16);
+        // 2^24 random scalars with window multiples: about 2^27.6 entries.
+        assert_eq!(batch_affine_segment_len(200_000_000, 128), 16);
+        assert_eq!(batch_affine_segment_len(1 << 32, 128), 256);
+        assert_eq!(batch_affine_segment_len(1 << 31, 256), 64);
+        assert_eq!(batch_affine_segment_len(u64::MAX, 1), 256);
+        assert_eq!(batch_affine_segment_len(1 << 30, 0), 256);
     }
 
     #[test]
