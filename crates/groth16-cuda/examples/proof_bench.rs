@@ -28,8 +28,9 @@
 //!        window multiples where the card has room, `GpuOptions::window_multiples`)
 //!        [--whole-ntt-tables false] (true: the NTT's top-pass factor and H's
 //!        scalings from whole tables, `TableLayout::WHOLE`)
-//!        [--ntt-fused-bitrev false] (true: H's last pass writes natural
-//!        order, `NttConfig::fused_bitrev`)
+//!        [--ntt-fused-bitrev true] (H's last pass writes natural order,
+//!        `NttConfig::fused_bitrev`, as by default; false: the separate
+//!        bit-reversal launch)
 //! Writes the bench-data JSON (area `prover`) to stdout; progress to stderr.
 
 #[path = "common/mod.rs"]
@@ -75,7 +76,7 @@ fn args() -> Result<Args> {
         bellperson_max: 24,
         window_multiples: false,
         whole_ntt_tables: false,
-        ntt_fused_bitrev: false,
+        ntt_fused_bitrev: NttConfig::default().fused_bitrev,
     };
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;

@@ -91,11 +91,13 @@ impl HBuffers {
 /// the stages run ([`Stages`]), threads per block, and the blocks per SM
 /// the register allocation must allow. All give the same values; they
 /// differ in speed, chosen by measurement (`examples/ntt_bench.rs` times
-/// each beside the default in one run).
+/// each beside the default in one run). The default, stage pairs at 128
+/// threads, measured fastest on an H200 in every table layout at 2^24 and
+/// 2^26 (bench-data/ntt/2026-12-05-65c4aed-pass-variants.json: H at 2^26
+/// 155.8 ms against radix-2's 175.0, both with the fused bit-reversal).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PassKernel {
     /// Radix-2 stages, 256 threads (74-78 registers, 3 blocks per SM).
-    #[default]
     Radix2,
     /// Radix-2 stages, 128 threads held to 6 blocks per SM (70-72 registers).
     Radix2T128,
@@ -107,6 +109,7 @@ pub enum PassKernel {
     /// Stage pairs, 256 threads held to 3 blocks per SM (77-78 registers).
     Radix4T256B3,
     /// Stage pairs, 128 threads held to 6 blocks per SM (77-78 registers).
+    #[default]
     Radix4T128B6,
     /// Stage pairs, 256 threads held to 64 registers (4 blocks per SM;
     /// a few spilled words).
@@ -116,12 +119,12 @@ pub enum PassKernel {
 impl PassKernel {
     /// Every variant, the default first.
     pub const ALL: [PassKernel; 7] = [
+        PassKernel::Radix4T128B6,
         PassKernel::Radix2,
         PassKernel::Radix2T128,
         PassKernel::Radix2T256B4,
         PassKernel::Radix4,
         PassKernel::Radix4T256B3,
-        PassKernel::Radix4T128B6,
         PassKernel::Radix4T256B4,
     ];
 
@@ -163,8 +166,13 @@ impl PassKernel {
     }
 }
 
-/// Tuning of [`GpuNtt`]; [`NttConfig::default`] is what the prover uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Tuning of [`GpuNtt`]; [`NttConfig::default`] is what the prover uses:
+/// stage pairs at 128 threads, small tables, the fused final bit-reversal
+/// (each measured faster than the alternative on an H200, none costing
+/// memory). Whole tables are the caller's choice ([`GpuOptions::ntt`]).
+///
+/// [`GpuOptions::ntt`]: crate::GpuOptions::ntt
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NttConfig {
     /// The pass kernel variant.
     pub pass_kernel: PassKernel,
@@ -180,6 +188,16 @@ pub struct NttConfig {
     /// [`DomainPlan::with_fused_bitrev`]); the entry points hand back the
     /// buffers so that h is where their callers expect it.
     pub fused_bitrev: bool,
+}
+
+impl Default for NttConfig {
+    fn default() -> Self {
+        NttConfig {
+            pass_kernel: PassKernel::default(),
+            tables: TableLayout::default(),
+            fused_bitrev: true,
+        }
+    }
 }
 
 /// A domain's plan and its tables on the device.
@@ -966,7 +984,17 @@ mod tests {
         assert_eq!(PassKernel::ALL[0], PassKernel::default());
         assert_eq!(
             PassKernel::default().entry_point(false),
+            "ntt_dif_pass_r4_t128_b6_bls12_381"
+        );
+        assert_eq!(
+            PassKernel::Radix2.entry_point(false),
             "ntt_dif_pass_bls12_381"
         );
+        // The prover's default: stage pairs, small tables, the fused
+        // bit-reversal (all measured faster; none costs memory).
+        let d = NttConfig::default();
+        assert_eq!(d.pass_kernel, PassKernel::Radix4T128B6);
+        assert_eq!(d.tables, TableLayout::SMALL);
+        assert!(d.fused_bitrev);
     }
 }
