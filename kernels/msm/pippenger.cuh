@@ -413,6 +413,39 @@ __device__ __forceinline__ void msm_bucket_merge(xyzz_t<F>* t, xyzz_t<F>* r, uin
     r[a] = msm_add_nl(r[a], r[b]);
 }
 
+// Bucket reduction, merge step with fan 2^fan_log2 (MsmConfig's
+// merge_fan_log2 above 1: fewer launches than msm_bucket_merge's one per
+// level). Ranges are 2^level parts long; for each window, the m =
+// 2^fan_log2 consecutive ranges at a_i = w * parts + q * 2^(level +
+// fan_log2) + i * 2^level merge into a_0: with L = 2^(part_log2 + level)
+// buckets a range, T_0 += sum_{i>=1} T_i + L * sum_i i R_i and R_0 +=
+// sum_{i>=1} R_i. The weighted sum comes from running sums from the top
+// (2(m - 1) additions) and one scaling by L (part_log2 + level doublings),
+// where m merges one at a time would scale m - 1 times. With fan_log2 = 1
+// it is msm_bucket_merge. CPU twin: crates/groth16-cuda/src/msm/reduce.rs.
+template <class F>
+__device__ __forceinline__ void msm_bucket_merge_fan(xyzz_t<F>* t, xyzz_t<F>* r, uint32_t windows,
+                                                     uint32_t parts, uint32_t level, uint32_t fan_log2,
+                                                     uint32_t part_log2) {
+    typedef xyzz_t<F> X;
+    const uint32_t groups = parts >> (level + fan_log2);
+    const uint32_t id = blockIdx.x * blockDim.x + threadIdx.x;
+    if (id >= windows * groups) return;
+    const uint32_t w = id / groups, q = id % groups;
+    const size_t a = (size_t)w * parts + ((size_t)q << (level + fan_log2));
+    const size_t step = (size_t)1 << level;
+    const uint32_t m = 1u << fan_log2;
+    X run = msm_inf<F>(), acc = msm_inf<F>();
+    for (uint32_t i = m - 1; i >= 1; i--) {
+        run = msm_add_nl(run, r[a + i * step]);
+        acc = msm_add_nl(acc, run);
+    }
+    r[a] = msm_add_nl(r[a], run);
+    for (uint32_t i = 0; i < part_log2 + level; i++) acc = acc.dbl();
+    for (uint32_t i = 0; i < m; i++) acc = msm_add_nl(acc, t[a + i * step]);
+    t[a] = acc;
+}
+
 // out[i] = 2^c * in[i] for i < n (c doublings in XYZZ): the next window's
 // multiples of a parameter query's bases, made once when the bases are
 // uploaded (crates/groth16-cuda/src/msm, DeviceBases::with_window_multiples;
@@ -504,6 +537,11 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
         msm_bucket_merge_##G##_bls12_381(xyzz_t<F>* t, xyzz_t<F>* r, uint32_t windows, uint32_t parts,        \
                                          uint32_t level, uint32_t part_log2) {                                 \
         msm_bucket_merge<F>(t, r, windows, parts, level, part_log2);                                           \
+    }                                                                                                          \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS)                                            \
+        msm_bucket_merge_fan_##G##_bls12_381(xyzz_t<F>* t, xyzz_t<F>* r, uint32_t windows, uint32_t parts,    \
+                                             uint32_t level, uint32_t fan_log2, uint32_t part_log2) {          \
+        msm_bucket_merge_fan<F>(t, r, windows, parts, level, fan_log2, part_log2);                             \
     }                                                                                                          \
     extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS)                                            \
         msm_gather_##G##_bls12_381(const xyzz_t<F>* in, uint32_t n, uint32_t stride, xyzz_t<F>* out) {        \

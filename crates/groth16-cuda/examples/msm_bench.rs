@@ -28,7 +28,10 @@
 //! MSM_BENCH_G2_MAX_LOG2 (default 24) the G2 ones; MSM_BENCH_ACCUMULATE
 //! names the accumulation variants to time (default the five XYZZ ones),
 //! and MSM_BENCH_VARIANTS_ONLY=1 times only those (G1 at 2^24 or the G1
-//! cap, G2 at 2^22 or the G2 cap), each checked against the first.
+//! cap, G2 at 2^22 or the G2 cap), each checked against the first, and
+//! then the bucket reduction's merge fans MSM_BENCH_MERGE_FAN names
+//! (comma-separated `MsmConfig::merge_fan_log2` values) on the same sizes,
+//! G1 also over bases with window multiples.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -303,6 +306,85 @@ fn accumulate_variants() -> Result<Vec<Accumulate>> {
         .collect()
 }
 
+/// The bucket reduction's merge fans to time (MSM_BENCH_MERGE_FAN, comma-
+/// separated log2 values; unset: none).
+fn merge_fans() -> Result<Vec<u32>> {
+    let Ok(list) = std::env::var("MSM_BENCH_MERGE_FAN") else {
+        return Ok(Vec::new());
+    };
+    list.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|v| {
+            v.trim()
+                .parse()
+                .with_context(|| format!("MSM_BENCH_MERGE_FAN: {v:?} is not a log2 fan"))
+        })
+        .collect()
+}
+
+/// Times each merge fan of the bucket reduction on 2^lg random scalars
+/// (`what` names the bases), with one profiled run each for the reduction
+/// phase; every sum checked against the first fan's.
+fn time_merge_fans<A: BenchCurve>(
+    gpu: &Arc<Gpu>,
+    bases: &DeviceBases<A>,
+    lg: u32,
+    what: &str,
+    config: MsmConfig,
+    extra: &mut Vec<Value>,
+) -> Result<()> {
+    let n = 1usize << lg;
+    let d = gpu.upload(&scalars(Kind::Random, n, 7000 + u64::from(lg)))?;
+    let mut first: Option<(u32, A::Curve)> = None;
+    for fan in merge_fans()? {
+        let config = MsmConfig {
+            merge_fan_log2: fan,
+            ..config
+        };
+        let m = GpuMsm::with_config(Arc::clone(gpu), config);
+        let (stat, got) = time_gpu(3, || Ok(m.msm(bases, &d, None)?))?;
+        match first {
+            None => first = Some((fan, got)),
+            Some((f, want)) => anyhow::ensure!(
+                got == want,
+                "{} {what} 2^{lg}: merge fan 2^{fan} differs from 2^{f}",
+                A::NAME
+            ),
+        }
+        let p = GpuMsm::with_config(
+            Arc::clone(gpu),
+            MsmConfig {
+                profile: true,
+                ..config
+            },
+        );
+        p.msm(bases, &d, None)?;
+        let reduction = p
+            .last_profile()
+            .iter()
+            .find(|(phase, _)| *phase == "bucket reduction")
+            .map_or(f64::NAN, |(_, t)| *t);
+        log(format!(
+            "{} {what} random 2^{lg} merge fan 2^{fan}: {:.4} s (reduction {:.2} ms)",
+            A::NAME,
+            stat.median,
+            reduction * 1e3
+        ));
+        extra.push(result(
+            format!("msm/{}/2^{lg}/random/{what}/merge_fan_log2={fan}", A::NAME),
+            &stat,
+            n,
+            None,
+            format!(
+                "bucket reduction's merge, 2^{fan} ranges a launch; a profiled run's bucket \
+                 reduction phase {:.2} ms",
+                reduction * 1e3
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Times the accumulation kernel's variants on 2^lg random scalars and
 /// returns the configuration with the fastest, recording each.
 fn pick_accumulate<A: BenchCurve>(
@@ -485,10 +567,20 @@ fn main() -> Result<()> {
     let bases = DeviceBases::upload(&gpu, &g1_host)?;
     let g1_config = pick_accumulate(&gpu, &bases, max_log.min(24), &mut extra)?;
     if variants_only {
+        let lg = max_log.min(24);
+        time_merge_fans(&gpu, &bases, lg, "plain", g1_config, &mut extra)?;
         drop(bases);
+        if !merge_fans()?.is_empty() {
+            let n = 1usize << lg;
+            let c = cuzk_groth16_cuda::msm::multiples_window_bits(n);
+            let bases = DeviceBases::upload(&gpu, &g1_host[..n])?.with_window_multiples(c)?;
+            time_merge_fans(&gpu, &bases, lg, "multiples", g1_config, &mut extra)?;
+        }
         let g2_host = random_points::<G2Affine>(1 << g2_max_log.min(22), 2);
         let bases = DeviceBases::upload(&gpu, &g2_host)?;
-        let g2_config = pick_accumulate(&gpu, &bases, g2_max_log.min(22), &mut extra)?;
+        let g2_lg = g2_max_log.min(22);
+        let g2_config = pick_accumulate(&gpu, &bases, g2_lg, &mut extra)?;
+        time_merge_fans(&gpu, &bases, g2_lg, "plain", g2_config, &mut extra)?;
         return write_doc(&revision, &gpu, &command, g1_config, g2_config, extra);
     }
     let msm = GpuMsm::with_config(Arc::clone(&gpu), g1_config);

@@ -234,6 +234,15 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
             ..MsmConfig::default()
         },
         MsmConfig {
+            merge_fan_log2: 3,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            merge_fan_log2: 8,
+            window_bits: Some(13),
+            ..MsmConfig::default()
+        },
+        MsmConfig {
             window_bits: Some(2),
             ..MsmConfig::default()
         },
@@ -605,6 +614,7 @@ fn carried_chunks<A: TestCurve>(seed: u64) -> Result<()> {
         MsmConfig::for_device_memory(16 << 30),
         MsmConfig {
             accumulate: Accumulate::BatchAffine128,
+            merge_fan_log2: 5,
             ..MsmConfig::default()
         },
     ];
@@ -803,6 +813,11 @@ where
             MsmConfig {
                 accumulate: Accumulate::BatchAffine128,
                 max_entries_per_pass: 2000,
+                ..MsmConfig::default()
+            },
+            // One window of 2^(c - 1) buckets, merged 2^4 ranges a launch.
+            MsmConfig {
+                merge_fan_log2: 4,
                 ..MsmConfig::default()
             },
         ];

@@ -37,6 +37,7 @@
 
 mod batch_affine;
 mod plan;
+mod reduce;
 
 use std::any::Any;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -54,6 +55,7 @@ pub use plan::{
     MAX_WINDOW, MIN_WINDOW, batch_affine_segment_len, carried_window_bits, multiples_window_bits,
     window_bits, windows,
 };
+pub use reduce::reduce_cpu;
 
 /// Threads per block of the curve kernels; must equal `MSM_CURVE_THREADS` in
 /// kernels/msm/pippenger.cuh (their `__launch_bounds__`).
@@ -473,6 +475,12 @@ pub struct MsmConfig {
     /// Wait for the GPU after each phase and record the phase times
     /// ([`GpuMsm::last_profile`]); for measurements only.
     pub profile: bool,
+    /// log2 of the ranges each launch of the bucket reduction's merge
+    /// combines: 1 (the default) merges pairs, one launch per level
+    /// (`msm_bucket_merge`, 16 launches over 2^16 parts); k > 1 merges 2^k
+    /// ranges a launch with one scaling each (`msm_bucket_merge_fan`,
+    /// ceil(16 / k) launches). Clamped to 1..=8.
+    pub merge_fan_log2: u32,
 }
 
 impl Default for MsmConfig {
@@ -484,6 +492,7 @@ impl Default for MsmConfig {
             max_entries_per_pass: 1 << 28,
             max_bucket_bytes: 8 << 30,
             profile: false,
+            merge_fan_log2: 1,
         }
     }
 }
@@ -1700,6 +1709,11 @@ impl Run<'_> {
         let sums_k = self.kernel(A::MODULE, "bucket_sums", Some(A::CURVE))?;
         let merge = self.kernel(A::MODULE, "bucket_merge", Some(A::CURVE))?;
         let gather = self.kernel(A::MODULE, "gather", Some(A::CURVE))?;
+        let fan_log2 = self.config.merge_fan_log2.clamp(1, 8);
+        let merge_fan = match fan_log2 {
+            1 => None,
+            _ => Some(self.kernel(A::MODULE, "bucket_merge_fan", Some(A::CURVE))?),
+        };
         let part_log2 = plan::part_log2(u64::from(w_all) * u64::from(nb), u64::from(nb));
         let parts = nb >> part_log2;
         let threads = u64::from(w_all) * u64::from(parts);
@@ -1729,7 +1743,39 @@ impl Run<'_> {
                 .buf_mut(r)
                 .launch(grid(threads, CURVE_BLOCK)?)?;
         }
-        let mut level = 0u32;
+        if let Some(merge_fan) = &merge_fan {
+            let mut level = 0u32;
+            while (1u32 << level) < parts {
+                // The last launch merges what is left: parts is a power of two.
+                let f = fan_log2.min(parts.trailing_zeros() - level);
+                let merges = u64::from(w_all) * u64::from(parts >> (level + f));
+                // SAFETY: msm_bucket_merge_fan_<c>_bls12_381(xyzz_t* t,
+                // xyzz_t* r, uint32_t windows, uint32_t parts, uint32_t
+                // level, uint32_t fan_log2, uint32_t part_log2): thread id <
+                // windows * (parts >> (level + f)) reads and writes entries
+                // a + i * 2^level < (w + 1) * parts (i < 2^f) of t and r,
+                // which hold windows * parts points.
+                unsafe {
+                    merge_fan
+                        .args()
+                        .buf_mut(t)
+                        .buf_mut(r)
+                        .arg(&w_all)
+                        .arg(&parts)
+                        .arg(&level)
+                        .arg(&f)
+                        .arg(&part_log2)
+                        .launch(grid(merges, CURVE_BLOCK)?)?;
+                }
+                level += f;
+            }
+        }
+        // Pairwise merges, one level a launch, unless the fan merged all.
+        let mut level = if merge_fan.is_some() {
+            parts.trailing_zeros()
+        } else {
+            0
+        };
         while (1u32 << level) < parts {
             let merges = u64::from(w_all) * u64::from(parts >> (level + 1));
             // SAFETY: msm_bucket_merge_<c>_bls12_381(xyzz_t* t, xyzz_t* r,
