@@ -1,0 +1,113 @@
+//! The options of a [`GpuProver`](super::GpuProver): where parameter sets
+//! and partitions are placed, streaming, per-worker streams and the NTT's
+//! tuning.
+
+#[cfg(doc)]
+use super::{GpuProver, stage_on_device, stream_chunk_for_device_memory};
+use crate::ntt::NttConfig;
+#[cfg(doc)]
+use crate::{
+    AbcInput,
+    cuda::Gpu,
+    msm::{DeviceBases, multiples_window_bits},
+    ntt::GpuNtt,
+};
+
+/// Where a parameter set's bases live while proofs use them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ParamsPlacement {
+    /// Resident when the set fits in free device memory beside two
+    /// partitions' working memory (their staged buffers, and the prover's
+    /// MSM scratch and twiddles once), else streamed.
+    #[default]
+    Auto,
+    /// Always uploaded once and kept (fails if it does not fit).
+    Resident,
+    /// Always streamed from host memory, chunk by chunk, in every MSM.
+    Streamed,
+}
+
+/// Where a partition's a, b, c and witness wait between `prepare` and its
+/// kernel region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Staging {
+    /// On the device when two partitions' staged buffers fit the (limited)
+    /// card beside what the prover keeps for the kernel region
+    /// ([`stage_on_device`]), else in host memory.
+    #[default]
+    Auto,
+    /// On the device: prepare uploads a, b, c (or evaluates them there)
+    /// and the witness; the kernel region starts on the NTTs at once. Two
+    /// partitions of a 32 GiB PoRep (17 GB each) need 34 GB.
+    Device,
+    /// In host memory: a, b, c are evaluated on the CPU and uploaded in the
+    /// kernel region, where H is computed with two vectors on the device at
+    /// once ([`GpuNtt::compute_h_two_buffers`]: each one's copy under the
+    /// previous one's transform) and the witness is uploaded under MSM H;
+    /// parameters are streamed unless placed [`ParamsPlacement::Resident`].
+    /// A partition then needs no device memory of its own outside the
+    /// kernel region, and the region needs two domain-sized vectors.
+    Host,
+}
+
+/// Options of a [`GpuProver`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GpuOptions {
+    pub params: ParamsPlacement,
+    /// Bases (used variables) per streamed MSM chunk (on the device at
+    /// once, twice: the chunk being summed and the next one
+    /// being copied); `None`: sized for the (limited) card by
+    /// [`stream_chunk_for_device_memory`].
+    pub stream_chunk: Option<usize>,
+    /// Page-lock a streamed parameter set's host vectors (once per set,
+    /// `cuMemHostRegister`; undone when the set is let go), so chunks are
+    /// copied at the link's full speed and under the previous chunk's MSM;
+    /// false: copied from pageable memory, one after the other.
+    pub pin_streamed: bool,
+    /// Given [`AbcInput::FromPce`], evaluate a/b/c on the GPU from a PCE
+    /// kept in device memory (uploaded once per shape) and check the
+    /// witness there, uploading only the witness; else on the CPU.
+    pub gpu_abc: bool,
+    /// Run each calling thread's (each engine worker's) copies and kernels
+    /// on a stream of its own ([`Gpu::own_stream`]), so one worker's
+    /// uploads and prepare kernels run beside the other's kernel region
+    /// instead of queueing behind it; false: every worker on the GPU's one
+    /// shared stream.
+    pub stream_per_worker: bool,
+    /// Behave as on a card with this many bytes of device memory
+    /// ([`Gpu::set_memory_limit`]: placement, free-memory checks and this
+    /// crate's device buffers see that card); `None`: the card's own. Per
+    /// device and process: the latest prover opened on a GPU sets it.
+    pub memory_limit: Option<u64>,
+    /// Where partitions wait between prepare and their kernel region.
+    pub staging: Staging,
+    /// With a resident parameter set, also keep its queries' window
+    /// multiples ([`DeviceBases::with_window_multiples`], window size by
+    /// [`multiples_window_bits`]) where device memory allows beside the
+    /// set and two partitions: H first, then B_G2, L, A and B_G1, each only
+    /// if its multiples fit. Their bytes count as the set's (the engine's
+    /// device budget holds them). They make a 2^24-scalar G1 MSM about
+    /// 1.17x faster but take windows(c) - 1 more copies of the query (11
+    /// for 2^24 bases: 17.7 GB for a G1 query): off by default, for
+    /// cards with room to spare (one parameter set on an H200).
+    pub window_multiples: bool,
+    /// The NTT's pass kernel, table layout and final bit-reversal
+    /// ([`NttConfig`]); its tables count in the kernel region's device bytes.
+    pub ntt: NttConfig,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            params: ParamsPlacement::Auto,
+            stream_chunk: None,
+            pin_streamed: true,
+            gpu_abc: true,
+            stream_per_worker: true,
+            memory_limit: None,
+            staging: Staging::Auto,
+            window_multiples: false,
+            ntt: NttConfig::default(),
+        }
+    }
+}
