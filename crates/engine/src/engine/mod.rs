@@ -7,12 +7,16 @@
 //! why this cannot deadlock.
 //!
 //! `job` holds a job's state and handle and one partition's phases,
-//! `admission` gets a job into memory, `pipeline` runs the threads; this
-//! module builds the engine and is its API.
+//! `admission` gets a job into memory, `pipeline` runs the threads,
+//! `builder` resolves the configuration and starts the engine, `provers`
+//! chooses each device's prover and holds the device memory it keeps; this
+//! module holds the state they share and is the engine's API.
 
 mod admission;
+mod builder;
 mod job;
 mod pipeline;
+mod provers;
 mod ready;
 mod status;
 
@@ -54,19 +58,18 @@ use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
 use admission::*;
 use job::*;
 use pipeline::*;
+use provers::*;
 use ready::{Pacing, Ready, ReadySlot};
 
+pub use builder::{EngineBuilder, ResolvedConfig};
 pub use job::{
     JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest, WitnessWith,
 };
+pub use provers::open_prover;
 pub use status::{
     AbcStatus, DeviceStatus, EngineStatus, JobPhase, JobStatus, PRIORITIES, PinnedStatus,
     QueueStatus, ResidentStatus,
 };
-
-/// Capacity of the CPU backend's pseudo-device: it reserves no device
-/// memory (its `device_bytes` is 0), so anything large works.
-const CPU_DEVICE_CAPACITY: u64 = 1 << 50;
 
 struct Pending {
     job: Arc<JobState>,
@@ -95,27 +98,6 @@ struct State {
     jobs: Vec<Weak<JobState>>,
     drivers: Vec<JoinHandle<()>>,
 }
-
-/// The configuration as the engine runs it, "auto" resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResolvedConfig {
-    /// The prover's name (`cpu`, `cuda`).
-    pub backend: &'static str,
-    /// (ordinal, capacity) of each device; the CPU backend has one
-    /// pseudo-device.
-    pub devices: Vec<(usize, u64)>,
-    pub workers_per_device: usize,
-    pub synthesis_concurrency: usize,
-    pub dispatch_bound: usize,
-    /// Partitions whose witness is made in parallel parts, admitted to
-    /// synthesis or finished and not yet taken by a worker, at most (per
-    /// priority class and those above it).
-    pub synthesis_ahead: usize,
-    pub host_memory_budget: u64,
-    pub pce_cache_dir: Option<PathBuf>,
-    pub params_subgroup_check: bool,
-}
-
 pub(crate) struct Shared {
     config: ResolvedConfig,
     signal: Arc<Signal>,
@@ -144,61 +126,6 @@ pub(crate) struct Shared {
     held_once: HeldOnce,
     loads: Loads,
 }
-
-/// Each device's standing reservation for what its prover holds once,
-/// whatever the partitions in flight ([`Prover::shared_device_bytes`]),
-/// grown to the largest shape proved so far: partitions then reserve only
-/// their own buffers ([`Prover::device_bytes`]), so two in flight on one
-/// GPU count the shared part once.
-#[derive(Default)]
-pub(crate) struct HeldOnce {
-    /// Per device (scheduler order), reservations adding up to what is held.
-    by_device: Mutex<Vec<Vec<Reservation>>>,
-}
-
-impl HeldOnce {
-    /// Makes every device's standing reservations add up to at least
-    /// `bytes`, waiting for room (no new partition starts on a device
-    /// meanwhile); what is held already stays held on error.
-    ///
-    /// # Errors
-    /// [`GpuSchedError::ReservationNeverFits`] naming `bytes` and the
-    /// device's usable bytes when a device can never hold them.
-    pub(crate) fn ensure(&self, scheduler: &Scheduler, bytes: u64) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let mut held = self
-            .by_device
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let devices = scheduler.devices().len();
-        if held.len() < devices {
-            held.resize_with(devices, Vec::new);
-        }
-        for (index, parts) in held.iter_mut().enumerate() {
-            let have: u64 = parts.iter().map(Reservation::bytes).sum();
-            if have >= bytes {
-                continue;
-            }
-            let memory = scheduler.device_memory(index)?;
-            match memory.reserve(bytes - have, &CancelToken::new()) {
-                Ok(more) => parts.push(more),
-                Err(GpuSchedError::ReservationNeverFits { ordinal, .. }) => {
-                    return Err(GpuSchedError::ReservationNeverFits {
-                        ordinal,
-                        need_bytes: bytes,
-                        usable_bytes: memory.usable_bytes(),
-                    }
-                    .into());
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(())
-    }
-}
-
 /// How often the engine read a parameter file or got a PCE, since it
 /// started: what a cache that works keeps low.
 #[derive(Debug, Default)]
@@ -274,439 +201,6 @@ fn backend_host_bytes(counts: ShapeCounts, prover: &dyn Prover, n: u64, vars: u6
         0
     }
 }
-
-/// The prover of each device: one CUDA prover per GPU, or one prover shared
-/// by every device.
-pub(crate) struct Provers {
-    first: Arc<dyn Prover>,
-    by_device: Vec<(usize, Arc<dyn Prover>)>,
-    /// Per device ordinal, a standing reservation of what its prover holds
-    /// across proofs ([`Prover::held_device_bytes`]: resident parameters,
-    /// device PCEs), kept equal to it by [`Provers::account`].
-    held: Mutex<Vec<(usize, Reservation)>>,
-}
-
-impl Provers {
-    fn new(first: Arc<dyn Prover>, by_device: Vec<(usize, Arc<dyn Prover>)>) -> Self {
-        Provers {
-            first,
-            by_device,
-            held: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn one(prover: Arc<dyn Prover>) -> Self {
-        Self::new(prover, Vec::new())
-    }
-
-    /// Every device's prover frees what it keeps for parameter sets nobody
-    /// holds any more; the bytes freed.
-    pub(crate) fn release_unused(&self) -> u64 {
-        if self.by_device.is_empty() {
-            return self.first.release_unused();
-        }
-        self.by_device.iter().map(|(_, p)| p.release_unused()).sum()
-    }
-
-    /// Every device's prover frees all it keeps that no proof is using
-    /// ([`Prover::release_idle`]); the bytes freed.
-    pub(crate) fn release_idle(&self) -> u64 {
-        if self.by_device.is_empty() {
-            return self.first.release_idle();
-        }
-        self.by_device.iter().map(|(_, p)| p.release_idle()).sum()
-    }
-
-    /// Device `ordinal`'s prover frees all it keeps that no proof is using;
-    /// the bytes freed.
-    pub(crate) fn release_idle_on(&self, ordinal: usize) -> u64 {
-        self.get(ordinal).release_idle()
-    }
-
-    /// Brings device `ordinal`'s standing reservation to what its prover
-    /// holds now. The new size is held before the old is let go (the
-    /// memory is allocated already, so it is held even past what fits:
-    /// partitions that no longer fit beside it wait).
-    pub(crate) fn account(&self, ordinal: usize, memory: &DeviceMemory) {
-        // Read under the lock: two callers never install sizes out of order.
-        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let bytes = self.get(ordinal).held_device_bytes();
-        let current = held.iter().position(|(o, _)| *o == ordinal);
-        if current.map_or(0, |i| held[i].1.bytes()) == bytes {
-            return;
-        }
-        let new = match bytes {
-            0 => None,
-            _ => match memory.hold(bytes) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    tracing::warn!(ordinal, bytes, "holding the prover's device memory: {e}");
-                    return;
-                }
-            },
-        };
-        if let Some(i) = current {
-            held.swap_remove(i);
-        }
-        if let Some(r) = new {
-            held.push((ordinal, r));
-        }
-    }
-
-    /// [`Provers::account`] for every device of `scheduler`.
-    pub(crate) fn account_all(&self, scheduler: &Scheduler) {
-        for (index, spec) in scheduler.devices().iter().enumerate() {
-            if let Ok(memory) = scheduler.device_memory(index) {
-                self.account(spec.ordinal, &memory);
-            }
-        }
-    }
-
-    /// The prover of device `ordinal`.
-    pub(crate) fn get(&self, ordinal: usize) -> &Arc<dyn Prover> {
-        self.by_device
-            .iter()
-            .find(|(o, _)| *o == ordinal)
-            .map_or(&self.first, |(_, p)| p)
-    }
-}
-
-/// A CUDA prover and a device spec for every GPU the config selects (all
-/// the driver sees, or `only`'s ordinals); the reason when there is none.
-fn open_gpus(
-    config: &EngineConfig,
-    only: Option<&[DeviceSpec]>,
-) -> std::result::Result<(Provers, Vec<DeviceSpec>), String> {
-    let found = cuzk_gpu_sched::discover().map_err(|e| e.to_string())?;
-    if found.is_empty() {
-        return Err("the CUDA driver sees no GPU (or is not installed)".into());
-    }
-    let wanted = |ordinal: usize| {
-        only.is_none_or(|d| d.iter().any(|s| s.ordinal == ordinal))
-            && config.gpus.as_ref().is_none_or(|g| g.contains(&ordinal))
-    };
-    if let Some(g) = &config.gpus
-        && let Some(missing) = g.iter().find(|o| !found.iter().any(|d| d.ordinal == **o))
-    {
-        return Err(format!(
-            "gpus names GPU {missing}, but the driver sees {} (numbered from 0)",
-            found.len()
-        ));
-    }
-    let options = GpuOptions {
-        params: match config.gpu_params {
-            GpuParams::Auto => ParamsPlacement::Auto,
-            GpuParams::Resident => ParamsPlacement::Resident,
-            GpuParams::Streamed => ParamsPlacement::Streamed,
-        },
-        gpu_abc: config.gpu_abc,
-        pin_streamed: config.gpu_pin_streamed,
-        stream_per_worker: config.gpu_stream_per_worker,
-        memory_limit: config.device_memory_limit.map(|b| b.0),
-        staging: match config.gpu_staging {
-            GpuStaging::Auto => Staging::Auto,
-            GpuStaging::Device => Staging::Device,
-            GpuStaging::Host => Staging::Host,
-        },
-        window_multiples: config.gpu_window_multiples,
-        ..GpuOptions::default()
-    };
-    let mut by_device = Vec::new();
-    let mut specs = Vec::new();
-    for info in found.iter().filter(|d| wanted(d.ordinal)) {
-        let prover = GpuProver::with_options(info.ordinal, options)
-            .map_err(|e| format!("GPU {} ({}): {e}", info.ordinal, info.name))?;
-        by_device.push((info.ordinal, Arc::new(prover) as Arc<dyn Prover>));
-        specs.push(limited_spec(
-            only.and_then(|d| d.iter().find(|s| s.ordinal == info.ordinal).copied())
-                .unwrap_or(DeviceSpec::from(info)),
-            config.device_memory_limit,
-        ));
-    }
-    let Some((_, first)) = by_device.first() else {
-        return Err("no GPU is left after the gpus setting and the requested devices".into());
-    };
-    Ok((Provers::new(Arc::clone(first), by_device), specs))
-}
-
-/// A device as the scheduler sees it under `device_memory_limit`: no more
-/// memory than the limit.
-fn limited_spec(spec: DeviceSpec, limit: Option<ByteSize>) -> DeviceSpec {
-    DeviceSpec {
-        capacity_bytes: limit.map_or(spec.capacity_bytes, |l| l.0.min(spec.capacity_bytes)),
-        ..spec
-    }
-}
-
-/// The provers of `config.backend` and the devices they run on (`None`:
-/// the CPU pseudo-device, or `devices` as given).
-fn choose_provers(
-    config: &EngineConfig,
-    devices: Option<Vec<DeviceSpec>>,
-) -> Result<(Provers, Option<Vec<DeviceSpec>>)> {
-    // A mistake in the limit is the user's to fix, not a reason to fall
-    // back to the CPU.
-    if let Some(limit) = config.device_memory_limit
-        && limit.0 <= config.device_memory_margin.0
-    {
-        return Err(EngineError::Config(format!(
-            "device_memory_limit {limit} leaves nothing above device_memory_margin {}",
-            config.device_memory_margin
-        )));
-    }
-    Ok(match config.backend {
-        Backend::Cpu => (Provers::one(Arc::new(CpuProver)), devices),
-        Backend::Gpu => match open_gpus(config, devices.as_deref()) {
-            Ok((provers, devices)) => (provers, Some(devices)),
-            Err(reason) => {
-                return Err(EngineError::BackendUnavailable {
-                    backend: "gpu",
-                    reason,
-                });
-            }
-        },
-        Backend::Auto => match open_gpus(config, devices.as_deref()) {
-            Ok((provers, devices)) => (provers, Some(devices)),
-            Err(reason) => {
-                tracing::info!(%reason, "no usable GPU: proving on the CPU");
-                (Provers::one(Arc::new(CpuProver)), devices)
-            }
-        },
-    })
-}
-
-/// The prover an engine built with `config` proves with on its first
-/// device, chosen the same way (`backend`, `gpus`, `gpu_params`,
-/// `gpu_abc`): for one-shot callers that prove single partitions with
-/// [`prove_partition`] rather than through an engine.
-///
-/// # Errors
-/// [`EngineError::BackendUnavailable`] for `backend = "gpu"` without a
-/// usable GPU.
-pub fn open_prover(config: &EngineConfig) -> Result<Arc<dyn Prover>> {
-    Ok(choose_provers(config, None)?.0.first)
-}
-
-/// Builds an [`Engine`] with a given prover and devices (the GPU backend
-/// plugs in here).
-pub struct EngineBuilder {
-    config: EngineConfig,
-    prover: Option<Arc<dyn Prover>>,
-    devices: Option<Vec<DeviceSpec>>,
-}
-
-impl fmt::Debug for EngineBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EngineBuilder")
-            .field("config", &self.config)
-            .field("prover", &self.prover)
-            .field("devices", &self.devices)
-            .finish()
-    }
-}
-
-impl EngineBuilder {
-    /// A builder with `config` and the backend it names.
-    pub fn new(config: EngineConfig) -> Self {
-        EngineBuilder {
-            config,
-            prover: None,
-            devices: None,
-        }
-    }
-
-    /// Proves with `prover` instead of the configured backend.
-    pub fn prover(mut self, prover: Arc<dyn Prover>) -> Self {
-        self.prover = Some(prover);
-        self
-    }
-
-    /// Runs on these devices (GPU mode: two workers per device by default,
-    /// pinned host buffers) instead of the CPU pseudo-device.
-    pub fn devices(mut self, devices: Vec<DeviceSpec>) -> Self {
-        self.devices = Some(devices);
-        self
-    }
-
-    /// Starts the engine's threads.
-    pub fn build(self) -> Result<Engine> {
-        let EngineBuilder {
-            config,
-            prover,
-            devices,
-        } = self;
-        let (provers, devices) = match prover {
-            Some(p) => (Provers::one(p), devices),
-            None => choose_provers(&config, devices)?,
-        };
-        let prover = Arc::clone(&provers.first);
-        let gpu_mode = devices.is_some();
-        let devices = devices.unwrap_or_else(|| {
-            vec![DeviceSpec {
-                ordinal: 0,
-                capacity_bytes: CPU_DEVICE_CAPACITY,
-            }]
-        });
-        let Some(first) = devices.first().copied() else {
-            return Err(EngineError::Config(
-                "the engine needs at least one device".into(),
-            ));
-        };
-        let positive = |name: &str, v: usize| {
-            if v == 0 {
-                Err(EngineError::Config(format!("{name} must be at least 1")))
-            } else {
-                Ok(v)
-            }
-        };
-        let workers = positive(
-            "workers_per_device",
-            config
-                .workers_per_device
-                .or_else(|| if gpu_mode { 2 } else { 1 }),
-        )?;
-        let synthesis = positive(
-            "synthesis_concurrency",
-            config.synthesis_concurrency.or_else(|| {
-                if gpu_mode {
-                    let cores = thread::available_parallelism().map_or(4, |n| n.get());
-                    cores.max(2)
-                } else {
-                    1
-                }
-            }),
-        )?;
-        let bound = positive(
-            "dispatch_bound",
-            config
-                .dispatch_bound
-                .or_else(|| workers * devices.len() + synthesis),
-        )?;
-        let ahead = positive(
-            "synthesis_ahead",
-            config
-                .synthesis_ahead
-                .or_else(|| 2 * workers * devices.len()),
-        )?;
-        let budget_bytes = config.host_budget_bytes()?;
-        if let Some(dir) = &config.pce_cache_dir {
-            std::fs::create_dir_all(dir).map_err(|source| EngineError::PceIo {
-                path: dir.clone(),
-                source,
-            })?;
-        }
-        let pool = if gpu_mode {
-            Pool::pinned_or_fallback(first.ordinal, PoolConfig::unbounded())
-                .map_err(EngineError::PinnedPool)?
-        } else {
-            Pool::fallback(PoolConfig::unbounded())
-        };
-        let scheduler = Scheduler::new(
-            SchedulerConfig {
-                workers_per_device: workers,
-                memory_margin_bytes: if gpu_mode {
-                    config.device_memory_margin.0
-                } else {
-                    0
-                },
-            },
-            devices.clone(),
-        )?;
-        let signal = Arc::new(Signal::default());
-        let budget = MemoryBudget::with_signal(budget_bytes, Arc::clone(&signal));
-        let pces = Arc::new(Cache::new());
-        let params = Arc::new(Cache::new());
-        let reclaimer = Arc::new(Reclaimer {
-            pool: pool.clone(),
-            pces: Arc::clone(&pces),
-            params: Arc::clone(&params),
-        });
-        let weak: Weak<dyn Reclaim> = Arc::downgrade(&(Arc::clone(&reclaimer) as Arc<dyn Reclaim>));
-        budget.set_reclaimer(weak);
-        let resolved = ResolvedConfig {
-            backend: prover.name(),
-            devices: devices
-                .iter()
-                .map(|d| (d.ordinal, d.capacity_bytes))
-                .collect(),
-            workers_per_device: workers,
-            synthesis_concurrency: synthesis,
-            dispatch_bound: bound,
-            synthesis_ahead: ahead,
-            host_memory_budget: budget_bytes,
-            pce_cache_dir: config.pce_cache_dir.clone(),
-            params_subgroup_check: config.params_subgroup_check,
-        };
-        tracing::info!(config = ?resolved, "engine starting");
-        let ready = Arc::new(Ready::new(ahead));
-        let provers = Arc::new(provers);
-        // Held device memory (resident parameters, PCEs) in the way of the
-        // next partition on an idle device: what no proof uses is freed.
-        {
-            let provers = Arc::clone(&provers);
-            scheduler.on_memory_pressure(Arc::new(move |memory: &DeviceMemory| {
-                let ordinal = memory.ordinal();
-                let freed = provers.release_idle_on(ordinal);
-                provers.account(ordinal, memory);
-                tracing::info!(
-                    ordinal,
-                    freed,
-                    "device memory held across proofs was in the way of the next partition"
-                );
-            }));
-        }
-        let shared = Arc::new(Shared {
-            config: resolved,
-            signal,
-            budget,
-            timeline: Arc::new(Timeline::new(config.timeline_capacity)),
-            prover,
-            provers: Arc::clone(&provers),
-            pool,
-            pces,
-            params,
-            _reclaimer: reclaimer,
-            admission: Admission::default(),
-            state: Mutex::new(State {
-                idle_synthesis: synthesis,
-                unbound_permit: None,
-                ..State::default()
-            }),
-            bound: DispatchBound::new(bound)?,
-            ready,
-            stop: CancelToken::new(),
-            scheduler,
-            held_once: HeldOnce::default(),
-            loads: Loads::default(),
-        });
-        let mut engine = Engine {
-            shared,
-            threads: Vec::new(),
-        };
-        let spawn = |name: String, what, f: Box<dyn FnOnce() + Send>| {
-            thread::Builder::new()
-                .name(name)
-                .spawn(f)
-                .map_err(|source| EngineError::Spawn { what, source })
-        };
-        let s = Arc::clone(&engine.shared);
-        engine.threads.push(spawn(
-            "cuzk-dispatch".into(),
-            "dispatcher",
-            Box::new(move || dispatcher_main(&s)),
-        )?);
-        for index in 0..synthesis {
-            let s = Arc::clone(&engine.shared);
-            engine.threads.push(spawn(
-                format!("cuzk-synth-{index}"),
-                "synthesis",
-                Box::new(move || synthesis_main(&s, index)),
-            )?);
-        }
-        Ok(engine)
-    }
-}
-
 /// Counters of a running engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineStats {
@@ -1106,39 +600,5 @@ impl Drop for Engine {
                 tracing::error!("an engine thread panicked");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_device_memory_limit_caps_what_the_scheduler_sees() {
-        let card = DeviceSpec {
-            ordinal: 1,
-            capacity_bytes: 80 << 30,
-        };
-        assert_eq!(limited_spec(card, None), card);
-        let small = limited_spec(card, Some(ByteSize(16 << 30)));
-        assert_eq!(small.capacity_bytes, 16 << 30);
-        assert_eq!(small.ordinal, 1);
-        // A limit above the card changes nothing.
-        assert_eq!(limited_spec(card, Some(ByteSize(200 << 30))), card);
-    }
-
-    #[test]
-    fn a_device_memory_limit_within_the_margin_is_a_config_error() {
-        let config = EngineConfig {
-            backend: Backend::Cpu,
-            device_memory_limit: Some(ByteSize(1 << 30)),
-            device_memory_margin: ByteSize(1 << 30),
-            ..EngineConfig::default()
-        };
-        let Err(err) = choose_provers(&config, None) else {
-            panic!("a 1 GiB limit with a 1 GiB margin was accepted");
-        };
-        assert!(matches!(err, EngineError::Config(_)), "{err}");
-        assert!(err.to_string().contains("device_memory_limit"), "{err}");
     }
 }
