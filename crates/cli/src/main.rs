@@ -3,23 +3,24 @@
 //! One-shot commands today: `setup` (parameters for a built-in circuit),
 //! `prove`, `verify`, `demo` (all three in one go, with per-stage timings)
 //! and `circuits` (the built-in circuit families).
+//!
+//! This file holds the command line and its dispatch; each subcommand's
+//! handler lives in a module beside it (`setup`, `prove`, `demo`, `pce`,
+//! `synthetic`, `filecoin`) or in the library's `commands`.
 
+mod demo;
 mod filecoin;
+mod pce;
+mod prove;
+mod setup;
+mod synthetic;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-use bellperson::groth16::{Parameters, Proof, prepare_verifying_key, verify_proof};
-use blstrs::Scalar;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use cuzk_groth16_cuda::{Bls12, Prover};
 use cuzk_synth::circuits::CircuitSpec;
-use cuzk_synth::{Pce, Witness};
-use ff::Field;
-use rand::SeedableRng;
-use rand_chacha::ChaCha20Rng;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -259,24 +260,6 @@ enum Backend {
     /// The CPU backend.
     Cpu,
 }
-
-/// The prover of `backend`, chosen by the engine as an engine with that
-/// backend chooses it.
-fn make_prover(backend: Backend) -> Result<std::sync::Arc<dyn Prover>> {
-    let config = cuzk_engine::EngineConfig {
-        backend: match backend {
-            Backend::Auto => cuzk_engine::Backend::Auto,
-            Backend::Gpu => cuzk_engine::Backend::Gpu,
-            Backend::Cpu => cuzk_engine::Backend::Cpu,
-        },
-        ..cuzk_engine::EngineConfig::default()
-    };
-    cuzk_engine::open_prover(&config).map_err(|e| match backend {
-        Backend::Gpu => anyhow::anyhow!("{e}; use --backend cpu"),
-        _ => e.into(),
-    })
-}
-
 /// A built-in circuit instance: its shape and the seed of its witness.
 #[derive(Debug, clap::Args)]
 struct Instance {
@@ -324,39 +307,15 @@ fn run(cli: Cli) -> Result<()> {
             out,
             pce_dir,
             seed,
-        } => {
-            let Some(circuit) = circuit else {
-                return setup_filecoin(&filecoin, fake, gpu, seed, &out, pce_dir.as_deref());
-            };
-            if pce_dir.is_some() {
-                bail!(
-                    "--pce-dir is for Filecoin circuits (--seal-proof, --post-proof, --update-proof)"
-                );
-            }
-            let start = Instant::now();
-            if gpu {
-                return setup_gpu(&circuit, seed, &out);
-            }
-            if fake {
-                let pce = Pce::record(circuit.build(0))?;
-                cuzk_groth16_cuda::fake::write_fake_params(&out, &pce, seed.unwrap_or(0))?;
-                println!(
-                    "wrote FAKE parameters for {circuit} to {} ({:.2?}): for timing only, proofs \
-                     made with them never verify",
-                    out.display(),
-                    start.elapsed()
-                );
-                return Ok(());
-            }
-            let params = setup(&circuit, seed)?;
-            cuzk_groth16_cuda::write_params(&out, &params)?;
-            println!(
-                "wrote parameters for {circuit} to {} ({:.2?})",
-                out.display(),
-                start.elapsed()
-            );
-            Ok(())
-        }
+        } => setup::setup_cmd(
+            circuit,
+            &filecoin,
+            fake,
+            gpu,
+            seed,
+            &out,
+            pce_dir.as_deref(),
+        ),
         Command::Prove {
             instance,
             params,
@@ -393,7 +352,7 @@ fn run(cli: Cli) -> Result<()> {
             timeline,
             json,
             ..
-        } => prove_cmd(
+        } => prove::prove_cmd(
             &instance,
             params
                 .as_deref()
@@ -409,8 +368,8 @@ fn run(cli: Cli) -> Result<()> {
             instance,
             params,
             proof,
-        } => verify_cmd(&instance, &params, &proof),
-        Command::Demo { circuit, backend } => demo(&circuit, backend),
+        } => prove::verify_cmd(&instance, &params, &proof),
+        Command::Demo { circuit, backend } => demo::demo(&circuit, backend),
         Command::Circuits => {
             for (name, what) in CircuitSpec::families() {
                 println!("{name:<16} {what}");
@@ -423,501 +382,9 @@ fn run(cli: Cli) -> Result<()> {
         Command::Devices(args) => cuzk_cli::commands::devices(args),
         Command::Timeline(args) => cuzk_cli::commands::timeline(args),
         Command::Params(args) => cuzk_cli::commands::params(args),
-        Command::Pce(args) => record_blank_pce(&args),
-        Command::SyntheticC1(args) => synthetic_c1(&args),
-        Command::SyntheticPost(args) => synthetic_post(&args),
-        Command::SyntheticSnap(args) => synthetic_snap(&args),
+        Command::Pce(args) => pce::record_blank_pce(&args),
+        Command::SyntheticC1(args) => synthetic::synthetic_c1(&args),
+        Command::SyntheticPost(args) => synthetic::synthetic_post(&args),
+        Command::SyntheticSnap(args) => synthetic::synthetic_snap(&args),
     }
-}
-
-/// `cuzk setup --seal-proof|--post-proof|--update-proof NAME --out DIR`.
-fn setup_filecoin(
-    which: &FilecoinCircuit,
-    fake: bool,
-    gpu: bool,
-    seed: Option<u64>,
-    dir: &Path,
-    pce_dir: Option<&Path>,
-) -> Result<()> {
-    use cuzk_filecoin::params::Setup;
-    let start = Instant::now();
-    if gpu {
-        // Before the circuit is recorded, which takes minutes at full size.
-        cuzk_groth16_cuda::cuda::Gpu::get(0)
-            .context("cuzk setup --gpu needs a CUDA GPU; leave out --gpu to generate on the CPU")?;
-    }
-    let (files, sector_size) = match (&which.seal_proof, &which.post_proof, &which.update_proof) {
-        (Some(n), _, _) => {
-            let p: cuzk_filecoin::SealProof = n.parse()?;
-            (
-                cuzk_filecoin::porep::param_files_for(p, dir)?,
-                p.sector_size,
-            )
-        }
-        (_, Some(n), _) => {
-            let p: cuzk_filecoin::PostProof = n.parse()?;
-            (cuzk_filecoin::post::param_files_for(p, dir)?, p.sector_size)
-        }
-        (_, _, Some(n)) => {
-            let p: cuzk_filecoin::UpdateProof = n.parse()?;
-            (
-                cuzk_filecoin::update::param_files_for(p, dir)?,
-                p.sector_size(),
-            )
-        }
-        _ => bail!("give --circuit, --seal-proof, --post-proof or --update-proof"),
-    };
-    let shape = cuzk_filecoin::shape_id(&files);
-    let on_disk = pce_dir
-        .map(|d| d.join(cuzk_engine::pce_file::file_name(&shape)))
-        .filter(|p| p.is_file());
-    let pce = match on_disk {
-        Some(path) => {
-            let t = Instant::now();
-            let pce = cuzk_engine::pce_file::read_pce(&path, &shape, None)?;
-            println!(
-                "read the PCE from {} in {:.3} s",
-                path.display(),
-                t.elapsed().as_secs_f64()
-            );
-            pce
-        }
-        None => {
-            let blank = match (&which.seal_proof, &which.post_proof) {
-                (Some(n), _) => cuzk_filecoin::porep::blank_pce(n.parse()?),
-                (_, Some(n)) => cuzk_filecoin::post::blank_pce(n.parse()?),
-                _ => cuzk_filecoin::update::blank_pce(
-                    which.update_proof.as_deref().unwrap_or_default().parse()?,
-                ),
-            }?;
-            println!(
-                "recorded the blank circuit in {:.3} s ({} constraints)",
-                blank.record_seconds,
-                blank.pce.num_constraints()
-            );
-            if let Some(d) = pce_dir {
-                let t = Instant::now();
-                let path = blank.write_to(d)?;
-                println!(
-                    "wrote the PCE to {} in {:.3} s",
-                    path.display(),
-                    t.elapsed().as_secs_f64()
-                );
-            }
-            blank.pce
-        }
-    };
-    let how = match (fake, gpu) {
-        (true, _) => Setup::Fake,
-        (_, true) => Setup::Gpu(0),
-        _ => Setup::Cpu,
-    };
-    let done = cuzk_filecoin::params::setup_from_pce(&files, &pce, sector_size.bytes(), seed, how)?;
-    println!(
-        "wrote {}parameters for {} to {} ({:.2} GB) in {:.3} s on {}; {:.3} s in all{}",
-        if fake { "FAKE " } else { "" },
-        files.id,
-        files.params.display(),
-        done.params_bytes as f64 / 1e9,
-        done.seconds,
-        done.backend,
-        start.elapsed().as_secs_f64(),
-        if fake {
-            ": for timing only, proofs made with them never verify"
-        } else {
-            ""
-        }
-    );
-    if let Some(peak) = peak_rss() {
-        println!("peak resident memory: {peak}");
-    }
-    Ok(())
-}
-
-/// `cuzk synthetic-post`.
-fn synthetic_post(args: &SyntheticPostArgs) -> Result<()> {
-    let proof: cuzk_filecoin::PostProof = args.post_proof.parse()?;
-    let s = cuzk_filecoin::synthetic::post_json(proof, args.sectors, args.seed)?;
-    cuzk_groth16_cuda::write_atomically(&args.out, |w| std::io::Write::write_all(w, &s.json))?;
-    println!(
-        "wrote a synthetic {proof} request over {} sectors (seed {}) to {} in {:.3} s, {} bytes",
-        s.replicas.len(),
-        args.seed,
-        args.out.display(),
-        s.seconds,
-        s.json.len()
-    );
-    println!("prover_id   {}", hex::encode(s.prover_id));
-    println!("randomness  {}", hex::encode(s.randomness));
-    Ok(())
-}
-
-/// `cuzk synthetic-snap`.
-fn synthetic_snap(args: &SyntheticSnapArgs) -> Result<()> {
-    let proof: cuzk_filecoin::UpdateProof = args.update_proof.parse()?;
-    let s = cuzk_filecoin::synthetic::update_json(proof, args.seed)?;
-    cuzk_groth16_cuda::write_atomically(&args.out, |w| std::io::Write::write_all(w, &s.json))?;
-    println!(
-        "wrote a synthetic {proof} SnapDeals request (seed {}) to {} in {:.3} s, {} bytes",
-        args.seed,
-        args.out.display(),
-        s.seconds,
-        s.json.len()
-    );
-    println!("comm_r_old  {}", hex::encode(s.comm_r_old));
-    println!("comm_r_new  {}", hex::encode(s.comm_r_new));
-    println!("comm_d_new  {}", hex::encode(s.comm_d_new));
-    Ok(())
-}
-
-/// `cuzk synthetic-c1`.
-fn synthetic_c1(args: &SyntheticC1Args) -> Result<()> {
-    let proof: cuzk_filecoin::SealProof = args.seal_proof.parse()?;
-    let s = cuzk_filecoin::synthetic::generate_json(proof, args.seed)?;
-    cuzk_groth16_cuda::write_atomically(&args.out, |w| std::io::Write::write_all(w, &s.json))?;
-    println!(
-        "wrote a synthetic {proof} C1 (seed {}) to {} in {:.3} s: {} partitions, {} challenges, \
-         {} bytes",
-        args.seed,
-        args.out.display(),
-        s.seconds,
-        s.partitions,
-        s.challenges,
-        s.json.len()
-    );
-    println!("prover_id  {}", hex::encode(s.prover_id));
-    println!("sector_id  {}", s.sector_id);
-    println!("comm_r     {}", hex::encode(s.comm_r));
-    println!("comm_d     {}", hex::encode(s.comm_d));
-    println!("ticket     {}", hex::encode(s.ticket));
-    println!("seed       {}", hex::encode(s.seed));
-    Ok(())
-}
-
-/// `cuzk pce`.
-fn record_blank_pce(args: &PceArgs) -> Result<()> {
-    let blank = match (&args.seal_proof, &args.post_proof, &args.update_proof) {
-        (Some(n), _, _) => cuzk_filecoin::porep::blank_pce(n.parse()?),
-        (_, Some(n), _) => cuzk_filecoin::post::blank_pce(n.parse()?),
-        (_, _, Some(n)) => cuzk_filecoin::update::blank_pce(n.parse()?),
-        _ => bail!("give --seal-proof, --post-proof or --update-proof"),
-    }?;
-    let pce = &blank.pce;
-    println!(
-        "recorded {} in {:.3} s: {} constraints, {} inputs, {} aux; nnz A/B/C {}/{}/{}; {} bytes in \
-         memory",
-        blank.shape,
-        blank.record_seconds,
-        pce.num_constraints(),
-        pce.num_inputs,
-        pce.num_aux,
-        pce.a.nnz(),
-        pce.b.nnz(),
-        pce.c.nnz(),
-        pce.bytes()
-    );
-    if let Some(peak) = peak_rss() {
-        println!("peak resident memory after recording: {peak}");
-    }
-    let t = Instant::now();
-    let path = blank.write_to(&args.out_dir)?;
-    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    println!(
-        "wrote {} ({len} bytes) in {:.3} s",
-        path.display(),
-        t.elapsed().as_secs_f64()
-    );
-    if args.read_back {
-        // Read as an engine reads it, with the recorded PCE dropped first.
-        let counts = cuzk_engine::pce_file::ShapeCounts::of(pce);
-        let shape = blank.shape.clone();
-        drop(blank);
-        let t = Instant::now();
-        let read = cuzk_engine::pce_file::read_pce(&path, &shape, Some(counts))?;
-        println!(
-            "read it back in {:.3} s ({} constraints)",
-            t.elapsed().as_secs_f64(),
-            read.num_constraints()
-        );
-        if let Some(peak) = peak_rss() {
-            println!("peak resident memory: {peak}");
-        }
-    }
-    Ok(())
-}
-
-/// This process's peak resident memory as the kernel reports it (Linux).
-fn peak_rss() -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .map(|v| v.trim().to_owned())
-}
-
-fn setup(circuit: &CircuitSpec, seed: Option<u64>) -> Result<Parameters<Bls12>> {
-    let mut rng = match seed {
-        Some(s) => ChaCha20Rng::seed_from_u64(s),
-        None => ChaCha20Rng::from_entropy(),
-    };
-    bellperson::groth16::generate_random_parameters::<Bls12, _, _>(circuit.build(0), &mut rng)
-        .with_context(|| format!("generating parameters for {circuit}"))
-}
-
-/// `cuzk setup --gpu`: the toxic waste drawn as bellperson's
-/// `generate_random_parameters` draws it from the same RNG, so a `--seed`
-/// gives the file `cuzk setup` (bellperson) writes.
-fn setup_gpu(circuit: &CircuitSpec, seed: Option<u64>, out: &Path) -> Result<()> {
-    use cuzk_groth16_cuda::setup::{SetupOptions, ToxicWaste, generate_parameters_file};
-    let start = Instant::now();
-    // Before the circuit is recorded, which takes long at large sizes.
-    cuzk_groth16_cuda::cuda::Gpu::get(0).context(
-        "cuzk setup --gpu needs a CUDA GPU; leave out --gpu to use bellperson on the CPU",
-    )?;
-    let waste = match seed {
-        Some(s) => ToxicWaste::from_seed(s),
-        None => ToxicWaste::random(&mut ChaCha20Rng::from_entropy()),
-    };
-    let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
-    let recorded = start.elapsed();
-    let report =
-        generate_parameters_file(out, &pce, &waste, &SetupOptions::gpu(0)).with_context(|| {
-            format!(
-                "generating parameters for {circuit} on the GPU (leave out --gpu to generate \
-                 them with bellperson on the CPU)"
-            )
-        })?;
-    let points: usize = report.sections.iter().map(|s| s.points).sum();
-    println!(
-        "wrote parameters for {circuit} to {} ({:.2?}: circuit recorded in {recorded:.2?}, QAP \
-         {:.2} s, {points} points on {} with GPU kernels {:.2} s, {:.2} GB written)",
-        out.display(),
-        start.elapsed(),
-        report.qap_s,
-        report.backend,
-        report.kernel_s,
-        report.bytes as f64 / 1e9
-    );
-    Ok(())
-}
-
-fn randomness(seed: Option<u64>) -> (Scalar, Scalar) {
-    let mut rng = match seed {
-        Some(s) => ChaCha20Rng::seed_from_u64(s),
-        None => ChaCha20Rng::from_entropy(),
-    };
-    (Scalar::random(&mut rng), Scalar::random(&mut rng))
-}
-
-fn proof_bytes(proof: &Proof<Bls12>) -> Vec<u8> {
-    let mut v = Vec::with_capacity(192);
-    // Writing into a Vec cannot fail.
-    let _ = proof.write(&mut v);
-    v
-}
-
-#[allow(clippy::too_many_arguments)]
-fn prove_cmd(
-    instance: &Instance,
-    params_path: &Path,
-    out: &Path,
-    rs_seed: Option<u64>,
-    no_verify: bool,
-    backend: Backend,
-    trusted_params: bool,
-    (timeline, json): (Option<&Path>, bool),
-) -> Result<()> {
-    let circuit = &instance.circuit;
-    let params = cuzk_groth16_cuda::read_params(params_path, !trusted_params)?;
-    let fake = cuzk_groth16_cuda::fake::is_fake(&params.vk);
-    if fake {
-        eprintln!(
-            "WARNING: {} holds FAKE parameters (cuzk setup --fake): the proof will be made for \
-             timing but it can NEVER verify",
-            params_path.display()
-        );
-    }
-    let pce = Pce::record(circuit.build(0)).with_context(|| format!("recording {circuit}"))?;
-    let (r, s) = randomness(rs_seed);
-    let prover = make_prover(backend)?;
-    let output = cuzk_engine::prove_partition(
-        prover.as_ref(),
-        &pce,
-        circuit.build(instance.witness_seed),
-        &params,
-        r,
-        s,
-    )
-    .with_context(|| format!("proving {circuit}"))?;
-    if !no_verify && !fake {
-        let inputs = Witness::synthesize(circuit.build(instance.witness_seed))?;
-        let pvk = prepare_verifying_key(&params.vk);
-        if !verify_proof(&pvk, &output.proof, inputs.public_inputs())? {
-            bail!(
-                "the proof does not verify against {}: the parameters were made for another \
-                 circuit of the same shape; nothing was written",
-                params_path.display()
-            );
-        }
-    }
-    let bytes = proof_bytes(&output.proof);
-    cuzk_groth16_cuda::write_atomically(out, |w| std::io::Write::write_all(w, &bytes))?;
-    if let Some(path) = timeline {
-        cuzk_cli::commands::write_trace(
-            path,
-            &cuzk_cli::commands::stage_timeline(&output.timings),
-        )?;
-    }
-    if json {
-        let stages: serde_json::Map<String, serde_json::Value> = output
-            .timings
-            .0
-            .iter()
-            .map(|(stage, d)| (stage.to_string(), d.as_secs_f64().into()))
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({
-                "circuit": circuit.to_string(),
-                "out": out,
-                "backend": prover.name(),
-                "seconds": output.timings.total().as_secs_f64(),
-                "stages": stages,
-                "verified": !no_verify && !fake,
-            })
-        );
-        return Ok(());
-    }
-    println!(
-        "wrote {}proof of {circuit} to {} ({} backend, {:.2?})",
-        if fake {
-            "UNVERIFIABLE (fake parameters) "
-        } else {
-            ""
-        },
-        out.display(),
-        prover.name(),
-        output.timings.total()
-    );
-    Ok(())
-}
-
-fn read_proof(path: &Path) -> Result<Proof<Bls12>> {
-    let bytes = std::fs::read(path)
-        .with_context(|| format!("cannot read proof file {}", path.display()))?;
-    if bytes.len() != 192 {
-        bail!(
-            "proof file {} has {} bytes; a Groth16 proof over BLS12-381 has 192",
-            path.display(),
-            bytes.len()
-        );
-    }
-    Proof::read(&bytes[..]).with_context(|| {
-        format!(
-            "proof file {} does not hold valid curve points",
-            path.display()
-        )
-    })
-}
-
-fn verify_cmd(instance: &Instance, params_path: &Path, proof_path: &Path) -> Result<()> {
-    let vk = cuzk_groth16_cuda::read_verifying_key(params_path)?;
-    if cuzk_groth16_cuda::fake::is_fake(&vk) {
-        bail!(
-            "{} holds FAKE parameters (cuzk setup --fake): no proof can verify against them",
-            params_path.display()
-        );
-    }
-    let proof = read_proof(proof_path)?;
-    let witness = Witness::synthesize(instance.circuit.build(instance.witness_seed))?;
-    let inputs = witness.public_inputs();
-    if inputs.len() + 1 != vk.ic.len() {
-        bail!(
-            "the verifying key in {} expects {} public inputs but {} has {}: these parameters are \
-             for another circuit",
-            params_path.display(),
-            vk.ic.len().saturating_sub(1),
-            instance.circuit,
-            inputs.len()
-        );
-    }
-    let pvk = prepare_verifying_key(&vk);
-    if verify_proof(&pvk, &proof, inputs)? {
-        println!("proof {} verifies", proof_path.display());
-        Ok(())
-    } else {
-        bail!(
-            "proof {} does NOT verify for {} with witness seed {}",
-            proof_path.display(),
-            instance.circuit,
-            instance.witness_seed
-        )
-    }
-}
-
-fn demo(circuit: &CircuitSpec, backend: Backend) -> Result<()> {
-    println!("cuzk demo: {circuit}");
-    let prover = make_prover(backend)?;
-    let t = Instant::now();
-    let params = setup(circuit, Some(1))?;
-    println!(
-        "  setup        {:>10.3} ms  (bellperson parameter generation)",
-        ms(t)
-    );
-
-    let t = Instant::now();
-    let pce = Pce::record(circuit.build(0))?;
-    println!(
-        "  record PCE   {:>10.3} ms  ({} constraints, domain 2^{}, {} inputs, {} aux; nnz A/B/C {}/{}/{})",
-        ms(t),
-        pce.num_constraints(),
-        pce.domain_log2(),
-        pce.num_inputs,
-        pce.num_aux,
-        pce.a.nnz(),
-        pce.b.nnz(),
-        pce.c.nnz()
-    );
-
-    let (r, s) = randomness(Some(2));
-    let out = cuzk_engine::prove_partition(prover.as_ref(), &pce, circuit.build(1), &params, r, s)?;
-    print!("{}", out.timings);
-    println!(
-        "  prove total  {:>10.3} ms  ({} backend)",
-        out.timings.total().as_secs_f64() * 1e3,
-        prover.name()
-    );
-
-    let witness = Witness::synthesize(circuit.build(1))?;
-    let t = Instant::now();
-    let pvk = prepare_verifying_key(&params.vk);
-    let ok = verify_proof(&pvk, &out.proof, witness.public_inputs())?;
-    println!("  verify       {:>10.3} ms", ms(t));
-
-    let t = Instant::now();
-    let theirs = bellperson::groth16::create_proof(circuit.build(1), &params, r, s)?;
-    let same = proof_bytes(&theirs) == proof_bytes(&out.proof);
-    println!(
-        "  bellperson   {:>10.3} ms  (its create_proof, same r and s)",
-        ms(t)
-    );
-
-    println!("proof: {}", hex(&proof_bytes(&out.proof)));
-    println!("verified: {}", if ok { "yes" } else { "NO" });
-    println!(
-        "byte-identical to bellperson: {}",
-        if same { "yes" } else { "NO" }
-    );
-    if !ok || !same {
-        bail!("the demo proof failed its checks");
-    }
-    Ok(())
-}
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
