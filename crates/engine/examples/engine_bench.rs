@@ -19,72 +19,55 @@
 //! `--json REV CMD` prints a bench-data JSON (area `engine`) to stdout at
 //! the end, with the given revision and command line.
 
+// The benchmark examples' shared arguments, by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
+use args::{JsonRecord, List};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
+use clap::Parser;
 use cuzk_engine::bench::{BenchParams, ParamsSource};
 use cuzk_engine::{Auto, Engine, EngineConfig, ShapeId};
 use cuzk_synth::circuits::{BuiltinCircuit, CircuitSpec};
 
+/// Throughput of the engine: jobs of N partitions of a built-in circuit,
+/// for each worker count, with the timeline and its summary.
+#[derive(Debug, Parser)]
+#[command(name = "engine_bench", args_override_self = true)]
 struct Args {
+    /// The built-in circuit, e.g. `porep:22`.
+    #[arg(long, value_name = "SPEC", default_value = "porep:12")]
     circuit: CircuitSpec,
+    /// Partitions per job.
+    #[arg(long, value_name = "N", default_value_t = 10)]
     partitions: usize,
+    /// Jobs submitted together.
+    #[arg(long, value_name = "K", default_value_t = 1)]
     jobs: usize,
-    workers: Vec<usize>,
+    /// Worker counts to measure, comma-separated, one run each.
+    #[arg(long, value_name = "N,..", default_value = "1,2")]
+    workers: List<usize>,
+    /// A parameter file for the circuit (without it and without
+    /// --fake-params: generated with bellperson, seeded).
+    #[arg(long, value_name = "FILE")]
     params: Option<PathBuf>,
+    /// Fake parameters made in memory (the prover's work is the same, the
+    /// proofs do not verify; for timing only); takes precedence over
+    /// --params.
+    #[arg(long)]
     fake_params: bool,
+    /// Write each run's Chrome trace and summary into this directory.
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// An engine option (see docs/engine.example.toml), e.g. `backend=gpu`;
+    /// repeatable.
+    #[arg(long = "engine", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
-    json: Option<(String, String)>,
-}
-
-fn args() -> Result<Args> {
-    let mut a = Args {
-        circuit: "porep:12".parse()?,
-        partitions: 10,
-        jobs: 1,
-        workers: vec![1, 2],
-        params: None,
-        fake_params: false,
-        out: None,
-        overrides: Vec::new(),
-        json: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--circuit" => a.circuit = value()?.parse()?,
-            "--partitions" => a.partitions = value()?.parse()?,
-            "--jobs" => a.jobs = value()?.parse()?,
-            "--workers" => {
-                a.workers = value()?
-                    .split(',')
-                    .map(|w| w.trim().parse())
-                    .collect::<Result<_, _>>()?
-            }
-            "--params" => a.params = Some(value()?.into()),
-            "--fake-params" => a.fake_params = true,
-            "--json" => {
-                let rev = value()?;
-                let cmd = it.next().context("--json needs REV and CMD")?;
-                a.json = Some((rev, cmd));
-            }
-            "--out" => a.out = Some(value()?.into()),
-            "--engine" => a.overrides.push(value()?),
-            "--help" | "-h" => {
-                println!(
-                    "engine_bench --circuit SPEC --partitions N [--jobs K] --workers 1,2 [--params FILE | \
-                     --fake-params] [--out DIR] [--engine key=value ...] [--json REV CMD]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}` (try --help)"),
-        }
-    }
-    anyhow::ensure!(a.jobs > 0, "--jobs must be at least 1");
-    Ok(a)
+    #[command(flatten)]
+    json: JsonRecord,
 }
 
 /// mimalloc, or the system's allocator with `CUZK_ALLOCATOR=system`.
@@ -92,7 +75,8 @@ fn args() -> Result<Args> {
 static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
 
 fn main() -> Result<()> {
-    let args = args()?;
+    let args = Args::parse();
+    anyhow::ensure!(args.jobs > 0, "--jobs must be at least 1");
     let spec = args.circuit.clone();
     let shape = ShapeId(spec.to_string());
     let source = match (&args.params, args.fake_params) {
@@ -196,7 +180,7 @@ fn main() -> Result<()> {
             eprintln!("wrote {} and {}", trace.display(), summary.display());
         }
     }
-    if let Some((revision, command)) = &args.json {
+    if let Some((revision, command)) = args.json.get() {
         let doc = cuzk_engine::bench::bench_doc(revision, command, results);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }

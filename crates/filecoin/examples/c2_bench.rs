@@ -27,13 +27,19 @@
 //! challenge after the other under `--sequential-witness`. With real
 //! parameters every proof is checked by storage-proofs' verifier.
 
+// The benchmark examples' shared arguments, by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
+use args::{JsonRecord, List};
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use bellperson::Circuit;
 use blstrs::Scalar;
+use clap::{ArgGroup, Parser};
 use cuzk_engine::{Engine, EngineConfig, ParamsRef, ShapeId};
 use cuzk_filecoin::post::PostInput;
 use cuzk_filecoin::{
@@ -49,113 +55,107 @@ enum Kind {
     Post(PostProof),
 }
 
+/// A Filecoin proof of any sector size through the engine, from a
+/// synthetic input (no sealed sector), with real or fake parameters.
+#[derive(Debug, Parser)]
+#[command(name = "c2_bench", args_override_self = true)]
+#[command(group = ArgGroup::new("kind").required(true))]
 struct Args {
-    kind: Option<Kind>,
-    seed: u64,
+    /// A PoRep C2 of this seal proof, from a synthetic C1 (e.g.
+    /// `StackedDrg32GiBV1_1`).
+    #[arg(long, value_name = "NAME", group = "kind")]
+    seal_proof: Option<SealProof>,
+    /// A SnapDeals proof of this update proof, from a synthetic update.
+    #[arg(long, value_name = "NAME", group = "kind")]
+    update_proof: Option<UpdateProof>,
+    /// A WinningPoSt / WindowPoSt of this PoSt proof, from synthetic vanilla
+    /// proofs.
+    #[arg(long, value_name = "NAME", group = "kind")]
+    post_proof: Option<PostProof>,
     /// WinningPoSt / WindowPoSt sectors (default: one partition's worth).
+    #[arg(long, value_name = "N")]
     sectors: Option<usize>,
+    /// The synthetic input's seed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Measurements for each value of --together.
+    #[arg(long, value_name = "N", default_value_t = 1)]
     jobs: usize,
     /// For each value K, `jobs` measurements of K proofs submitted at once.
-    together: Vec<usize>,
+    #[arg(long, value_name = "K,..", default_value = "1")]
+    together: List<usize>,
+    /// Fake parameters made in memory from the blank circuit's PCE (the
+    /// prover's work is the same, the proofs do not verify; for timing
+    /// only). Exactly one of this and --param-cache.
+    #[arg(long)]
     fake_params: bool,
+    /// Also time making fake parameters when proving with real ones (made
+    /// and dropped).
+    #[arg(long)]
     time_fake_params: bool,
+    /// Real parameters: a directory of filecoin-proofs' parameter files.
+    #[arg(long, value_name = "DIR")]
     param_cache: Option<PathBuf>,
+    /// Where the blank PCE is found, or recorded and written.
+    #[arg(long, value_name = "DIR", default_value_os_t = std::env::temp_dir().join("cuzk-c2-bench-pce"))]
     pce_dir: PathBuf,
+    /// Write each measurement's Chrome trace and summary into this directory.
+    #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// An engine option (see docs/engine.example.toml), e.g.
+    /// `gpu_params=resident`; repeatable.
+    #[arg(long = "engine", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
-    /// Engines measured one after the other on the same input, PCE and
-    /// fake parameters: (name, overrides on top of `overrides`).
+    /// An engine measured one after the other with the others on the same
+    /// input, PCE and fake parameters: its name and overrides on top of
+    /// --engine's (commas inside brackets stay: `two:gpus=[0,1]`);
+    /// repeatable.
+    #[arg(long = "variant", value_name = "NAME[:KEY=VALUE,..]", value_parser = variant)]
     variants: Vec<(String, Vec<String>)>,
-    json: Option<(String, String)>,
+    #[command(flatten)]
+    json: JsonRecord,
     /// Synthesize each PoRep partition's witness one challenge after the
     /// other (storage-proofs' order, one thread) instead of in parallel.
+    #[arg(long)]
     sequential_witness: bool,
 }
 
-fn args() -> Result<Args> {
-    let mut a = Args {
-        kind: None,
-        seed: 1,
-        sectors: None,
-        jobs: 1,
-        together: vec![1],
-        fake_params: false,
-        time_fake_params: false,
-        param_cache: None,
-        pce_dir: std::env::temp_dir().join("cuzk-c2-bench-pce"),
-        out: None,
-        overrides: Vec::new(),
-        variants: Vec::new(),
-        json: None,
-        sequential_witness: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--seal-proof" => a.kind = Some(Kind::PoRep(value()?.parse()?)),
-            "--update-proof" => a.kind = Some(Kind::Update(value()?.parse()?)),
-            "--post-proof" => a.kind = Some(Kind::Post(value()?.parse()?)),
-            "--sectors" => a.sectors = Some(value()?.parse()?),
-            "--seed" => a.seed = value()?.parse()?,
-            "--jobs" => a.jobs = value()?.parse()?,
-            "--together" => {
-                a.together = value()?
-                    .split(',')
-                    .map(|k| k.trim().parse())
-                    .collect::<Result<_, _>>()?
-            }
-            "--fake-params" => a.fake_params = true,
-            "--sequential-witness" => a.sequential_witness = true,
-            "--time-fake-params" => a.time_fake_params = true,
-            "--param-cache" => a.param_cache = Some(value()?.into()),
-            "--pce-dir" => a.pce_dir = value()?.into(),
-            "--out" => a.out = Some(value()?.into()),
-            "--engine" => a.overrides.push(value()?),
-            "--variant" => {
-                let v = value()?;
-                let (name, rest) = v.split_once(':').unwrap_or((v.as_str(), ""));
-                ensure!(!name.is_empty(), "--variant NAME[:key=value,...]");
-                // Commas inside brackets stay: `two:gpus=[0,1]`.
-                let overrides = cuzk_engine::bench::grid::split_values(rest)
-                    .map_err(|why| anyhow::anyhow!("--variant {v}: {why}"))?
-                    .into_iter()
-                    .filter(|kv| !kv.is_empty())
-                    .collect();
-                a.variants.push((name.to_owned(), overrides));
-            }
-            "--json" => {
-                let rev = value()?;
-                let cmd = it.next().context("--json needs REV and CMD")?;
-                a.json = Some((rev, cmd));
-            }
-            "--help" | "-h" => {
-                println!(
-                    "c2_bench (--seal-proof NAME | --update-proof NAME | --post-proof NAME \
-                     [--sectors N]) [--seed N] (--fake-params | --param-cache DIR) \
-                     [--time-fake-params] [--pce-dir DIR] [--jobs N] [--together K,..] [--out DIR] \
-                     [--engine key=value ...] [--variant NAME:key=value,... ...] \
-                     [--sequential-witness] [--json REV CMD]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}` (try --help)"),
-        }
+impl Args {
+    /// What is proved: the one of --seal-proof, --update-proof and
+    /// --post-proof given.
+    fn kind(&self) -> Option<Kind> {
+        self.seal_proof
+            .map(Kind::PoRep)
+            .or(self.update_proof.map(Kind::Update))
+            .or(self.post_proof.map(Kind::Post))
     }
-    ensure!(
-        a.kind.is_some(),
-        "give one of --seal-proof, --update-proof and --post-proof"
-    );
+}
+
+/// `--variant NAME[:key=value,...]`: the name and its overrides.
+fn variant(v: &str) -> Result<(String, Vec<String>)> {
+    let (name, rest) = v.split_once(':').unwrap_or((v, ""));
+    ensure!(!name.is_empty(), "--variant NAME[:key=value,...]");
+    // Commas inside brackets stay: `two:gpus=[0,1]`.
+    let overrides = cuzk_engine::bench::grid::split_values(rest)
+        .map_err(|why| anyhow::anyhow!("--variant {v}: {why}"))?
+        .into_iter()
+        .filter(|kv| !kv.is_empty())
+        .collect();
+    Ok((name.to_owned(), overrides))
+}
+
+/// The checks clap's attributes do not express.
+fn check(a: &Args) -> Result<()> {
     ensure!(
         a.fake_params != a.param_cache.is_some(),
         "give exactly one of --fake-params and --param-cache"
     );
     ensure!(a.jobs > 0, "--jobs must be at least 1");
     ensure!(
-        !a.together.is_empty() && a.together.iter().all(|&k| k > 0),
+        a.together.iter().all(|&k| k > 0),
         "--together takes proof counts of at least 1"
     );
-    Ok(a)
+    Ok(())
 }
 
 /// This process's peak resident memory in bytes (Linux VmHWM).
@@ -222,8 +222,9 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = args()?;
-    let kind = args.kind.context("no proof kind")?;
+    let args = Args::parse();
+    check(&args)?;
+    let kind = args.kind().context("no proof kind")?;
     let mut results = Results {
         prefix: match kind {
             Kind::PoRep(p) => format!("c2/{p}"),
@@ -295,7 +296,7 @@ fn main() -> Result<()> {
         peak_rss() as f64 / (1u64 << 30) as f64,
         "this process's VmHWM at the end".into(),
     );
-    if let Some((revision, command)) = &args.json {
+    if let Some((revision, command)) = args.json.get() {
         let doc = cuzk_engine::bench::bench_doc(revision, command, results.entries);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }

@@ -17,14 +17,18 @@
 //! parent caches and the sector. Writes the bench-data JSON (area
 //! `filecoin`) to stdout; progress to stderr.
 
-// The benchmark examples' run facts and statistics, shared by path.
+// The benchmark examples' run facts, statistics and arguments, shared by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
 #[path = "../../groth16-cuda/examples/common/mod.rs"]
 mod common;
+use args::Record;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
+use clap::Parser;
 use cuzk_engine::{Backend, Engine, EngineConfig};
 use cuzk_filecoin::porep::generate_test_params;
 use cuzk_filecoin::testing;
@@ -32,49 +36,41 @@ use cuzk_filecoin::{C1Output, SealProof, SectorSize};
 use filecoin_proofs::SectorShape2KiB;
 use serde_json::{Value, json};
 
+/// PoRep C2 of a real 2 KiB sector: cuzk's engine beside filecoin-proofs'
+/// `seal_commit_phase2`, same C1 output and parameters; writes the
+/// bench-data JSON (area `filecoin`) to stdout, progress to stderr.
+#[derive(Debug, Parser)]
+#[command(name = "porep_c2_bench", args_override_self = true)]
 struct Args {
-    revision: String,
-    command: String,
+    #[command(flatten)]
+    record: Record,
+    /// Timed runs of each prover (after one warm-up).
+    #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Holds the parameter and parent caches and the sector.
+    #[arg(long, default_value_os_t = std::env::temp_dir().join("cuzk-filecoin-bench"))]
     dir: PathBuf,
+    /// cuzk's engine backend: auto (the GPU when the engine has one), cpu or
+    /// gpu.
+    #[arg(long, value_name = "auto|cpu|gpu", default_value = "auto", value_parser = backend)]
     backend: Backend,
 }
 
-fn args() -> Result<Args> {
-    let mut it = std::env::args().skip(1);
-    let revision = it.next().context("missing <short git revision>")?;
-    let command = it.next().context("missing <command line>")?;
-    let mut a = Args {
-        revision,
-        command,
-        runs: 3,
-        dir: std::env::temp_dir().join("cuzk-filecoin-bench"),
-        backend: Backend::Auto,
-    };
-    while let Some(flag) = it.next() {
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--runs" => a.runs = value.parse().context("--runs takes a count")?,
-            "--dir" => a.dir = value.into(),
-            "--backend" => {
-                a.backend = match value.as_str() {
-                    "auto" => Backend::Auto,
-                    "cpu" => Backend::Cpu,
-                    "gpu" => Backend::Gpu,
-                    other => bail!("--backend takes auto, cpu or gpu, not {other}"),
-                }
-            }
-            other => bail!("unknown flag {other}"),
-        }
-    }
-    if a.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    Ok(a)
+/// `--backend`'s value.
+fn backend(value: &str) -> Result<Backend> {
+    Ok(match value {
+        "auto" => Backend::Auto,
+        "cpu" => Backend::Cpu,
+        "gpu" => Backend::Gpu,
+        other => bail!("--backend takes auto, cpu or gpu, not {other}"),
+    })
 }
 
 fn main() -> Result<()> {
-    let args = args()?;
+    let args = Args::parse();
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
     let params = args.dir.join("params");
     let parents = args.dir.join("parents");
     std::fs::create_dir_all(&params)?;
@@ -173,10 +169,10 @@ fn main() -> Result<()> {
         base / median
     );
     let out: Value = json!({
-        "revision": args.revision,
+        "revision": args.record.revision,
         "date": common::today(),
         "machine": common::machine(&common::gpu_name(), json!({})),
-        "command": args.command,
+        "command": args.record.command,
         "results": [
             {
                 "name": format!("filecoin/porep-c2/2KiB/{backend}"),

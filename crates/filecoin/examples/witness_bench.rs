@@ -29,6 +29,11 @@
 //!     [--skip-bellperson] [--skip-sequential] [--concurrent K] [--profile DEPTH] [--json REV CMD]
 //! ```
 
+// The benchmark examples' shared arguments, by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
+use args::JsonRecord;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,64 +41,51 @@ use anyhow::{Context, Result, bail, ensure};
 use bellperson::SynthesisError;
 use bellperson::groth16::{ParameterSource, VerifyingKey, create_proof_batch};
 use blstrs::{Bls12, G1Affine, G2Affine, Scalar};
+use clap::Parser;
 use cuzk_filecoin::{SealProof, porep, synthetic};
 use cuzk_synth::Witness;
 use ff::Field;
 use storage_proofs_core::merkle::MerkleTreeTrait;
 
+/// One PoRep partition's witness from a synthetic C1 of any sector size,
+/// made by bellperson's prover and by cuzk (sequential, parallel, native
+/// SHA-256), each checked against the sequential one.
+#[derive(Debug, Parser)]
+#[command(name = "witness_bench", args_override_self = true)]
 struct Args {
+    /// The seal proof whose partition is made (e.g. `StackedDrg32GiBV1_1`).
+    #[arg(
+        long = "seal-proof",
+        value_name = "NAME",
+        default_value = "StackedDrg2KiBV1_1"
+    )]
     proof: SealProof,
+    /// The synthetic C1's seed.
+    #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
+    /// Which partition's witness.
+    #[arg(long, value_name = "K", default_value_t = 0)]
     partition: usize,
+    /// Runs of each way.
+    #[arg(long, value_name = "N", default_value_t = 1)]
     runs: usize,
-    bellperson: bool,
+    /// Leave out bellperson's synthesis.
+    #[arg(long)]
+    skip_bellperson: bool,
+    /// Leave out cuzk's sequential synthesis (storage-proofs' circuit, one
+    /// thread).
+    #[arg(long)]
+    skip_sequential: bool,
+    /// Also print and record where one challenge's synthesis spends its
+    /// time, by namespace path cut to DEPTH components.
+    #[arg(long, value_name = "DEPTH")]
     profile: Option<usize>,
+    /// Also make K partitions' parallel witnesses at once on K threads, with
+    /// huge pages off, on and off again.
+    #[arg(long, value_name = "K")]
     concurrent: Option<usize>,
-    sequential: bool,
-    json: Option<(String, String)>,
-}
-
-fn args() -> Result<Args> {
-    let mut a = Args {
-        proof: "StackedDrg2KiBV1_1".parse()?,
-        seed: 1,
-        partition: 0,
-        runs: 1,
-        bellperson: true,
-        profile: None,
-        concurrent: None,
-        sequential: true,
-        json: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--seal-proof" => a.proof = value()?.parse()?,
-            "--seed" => a.seed = value()?.parse()?,
-            "--partition" => a.partition = value()?.parse()?,
-            "--runs" => a.runs = value()?.parse()?,
-            "--skip-bellperson" => a.bellperson = false,
-            "--skip-sequential" => a.sequential = false,
-            "--profile" => a.profile = Some(value()?.parse()?),
-            "--concurrent" => a.concurrent = Some(value()?.parse()?),
-            "--json" => {
-                let rev = value()?;
-                let cmd = it.next().context("--json needs REV and CMD")?;
-                a.json = Some((rev, cmd));
-            }
-            "--help" | "-h" => {
-                println!(
-                    "witness_bench --seal-proof NAME [--seed N] [--partition K] [--runs N] \
-                     [--skip-bellperson] [--skip-sequential] [--concurrent K] [--profile DEPTH] [--json REV CMD]"
-                );
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}` (try --help)"),
-        }
-    }
-    ensure!(a.runs > 0, "--runs must be at least 1");
-    Ok(a)
+    #[command(flatten)]
+    json: JsonRecord,
 }
 
 /// A parameter source that answers nothing: bellperson's prover asks it for
@@ -161,7 +153,8 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = args()?;
+    let args = Args::parse();
+    ensure!(args.runs > 0, "--runs must be at least 1");
     use cuzk_filecoin::sector::Shape;
     match args.proof.sector_size.shape() {
         Shape::Base => run::<filecoin_proofs::SectorShapeBase>(&args),
@@ -203,7 +196,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     // and the timed ones are compared with it).
     let mut seq_times = Vec::new();
     let mut reference = None;
-    if args.sequential {
+    if !args.skip_sequential {
         for _ in 0..args.runs {
             let c = theirs.clone();
             let t = Instant::now();
@@ -239,7 +232,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             ensure!(
                 w == reference,
                 "the parallel witness (native SHA-256 {native}) differs from the {} one",
-                if args.sequential {
+                if !args.skip_sequential {
                     "sequential"
                 } else {
                     "first parallel"
@@ -256,7 +249,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     );
 
     let mut bp_times = Vec::new();
-    if args.bellperson {
+    if !args.skip_bellperson {
         for _ in 0..args.runs {
             let c = theirs.clone();
             let t = Instant::now();
@@ -393,7 +386,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
                  value by storage-proofs' circuit (bellperson's SHA-256 gadget), equal to the \
                  {} witness; {sizes}",
                 rayon::current_num_threads(),
-                if args.sequential {
+                if !args.skip_sequential {
                     "sequential"
                 } else {
                     "first parallel"
@@ -412,7 +405,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
                  SHA-256 (labels, tree D's path) made natively (cuzk_synth::native), equal to the {} witness; \
                  {sizes}",
                 rayon::current_num_threads(),
-                if args.sequential {
+                if !args.skip_sequential {
                     "sequential"
                 } else {
                     "first parallel"
@@ -475,7 +468,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             r["ratio_vs_baseline"].as_f64().unwrap_or(f64::NAN)
         );
     }
-    if let Some((revision, command)) = &args.json {
+    if let Some((revision, command)) = args.json.get() {
         let doc = cuzk_engine::bench::bench_doc(revision, command, results);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }

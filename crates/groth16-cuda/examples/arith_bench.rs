@@ -7,10 +7,13 @@
 //!
 //! Usage: arith_bench <short git revision> <the command line, for the record>
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
 #[path = "common/events.rs"]
 mod events;
+use args::OptionalRecord;
 use common::{Stat, machine, today};
 use events::time_events;
 
@@ -18,6 +21,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use blstrs::{Fp, G1Affine, G1Projective, Scalar};
+use clap::Parser;
 use cudarc::driver::sys::CUdevice_attribute;
 use cuzk_groth16_cuda::cuda::{DeviceBuffer, DeviceElem, DeviceModule, Gpu, grid_1d};
 use ff::Field;
@@ -40,6 +44,16 @@ const fn imads_per_sqr(n: u64) -> u64 {
 const ARITH_BENCH: DeviceModule = cuzk_groth16_cuda::fatbin_module!("arith_bench");
 
 const RUNS: usize = 7;
+
+/// Throughput of the CUDA field and curve arithmetic on GPU 0 (Fr and Fq
+/// multiplications and squarings, G1 XYZZ mixed additions); writes the
+/// bench-data JSON to stdout.
+#[derive(Debug, Parser)]
+#[command(name = "arith_bench", args_override_self = true)]
+struct Args {
+    #[command(flatten)]
+    record: OptionalRecord,
+}
 
 /// Times `launch` with CUDA events: one warm-up, then RUNS timed runs (seconds).
 fn time(gpu: &Arc<Gpu>, mut launch: impl FnMut() -> Result<()>) -> Result<Stat> {
@@ -66,9 +80,9 @@ fn bench_mul<T: DeviceElem>(gpu: &Arc<Gpu>, kernel: &str, data: &[T], iters: u32
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let revision = args.get(1).cloned().unwrap_or_else(|| "unknown".into());
-    let command = args.get(2).cloned().unwrap_or_else(|| args.join(" "));
+    let args = Args::parse();
+    let revision = args.record.revision_or_unknown();
+    let command = args.record.command_or_argv();
     let gpu = Gpu::get(0).context("this benchmark needs a GPU")?;
     let ctx = gpu.cuda_context();
     let sms = ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u64;

@@ -9,8 +9,11 @@
 //!        [--mib 1024] [--runs 5]
 //! Writes the bench-data JSON (area `h2d`, GB/s) to stdout; progress to stderr.
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
+use args::OptionalRecord;
 use common::{Stat, machine, today};
 
 use std::sync::Arc;
@@ -24,13 +27,14 @@ use cuzk_pinned_pool::{Pool, PoolConfig, Request};
 use ff::Field;
 use serde_json::json;
 
+/// Host-to-device copy bandwidth on GPU 0 from pageable memory, a pinned
+/// pool lease and a shared vector page-locked in place; writes the
+/// bench-data JSON (GB/s) to stdout, progress to stderr.
 #[derive(Debug, Parser)]
-#[command(name = "h2d_bench", about = "host-to-device copy bandwidth")]
+#[command(name = "h2d_bench", args_override_self = true)]
 struct Args {
-    /// Short git revision, for the record.
-    revision: Option<String>,
-    /// The command line that ran this, for the record.
-    command: Option<String>,
+    #[command(flatten)]
+    record: OptionalRecord,
     /// MiB per copy.
     #[arg(long, default_value_t = 1024)]
     mib: usize,
@@ -94,11 +98,11 @@ fn main() -> Result<()> {
     .map(|(kind, samples)| Stat::of(samples).result(format!("h2d/{kind}/{}MiB", args.mib), "GB/s"))
     .collect();
     let out = json!({
-        "command": args.command.unwrap_or_default(),
+        "command": args.record.command.unwrap_or_default(),
         "date": today(),
         "machine": machine(gpu.name(), json!({})),
         "results": results,
-        "revision": args.revision.unwrap_or_default(),
+        "revision": args.record.revision.unwrap_or_default(),
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

@@ -12,8 +12,11 @@
 //! Usage: module_load <short git revision> <the command line, for the record>
 //!        [--runs N (default 5)] [--jit-runs N (default 1)]
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
+use args::OptionalRecord;
 use common::{Stat, machine, today};
 
 use std::collections::BTreeMap;
@@ -25,13 +28,14 @@ use clap::Parser;
 use cuzk_groth16_cuda::cuda::{DeviceModule, Gpu, modules};
 use serde_json::{Value, json};
 
+/// How long a fresh process takes to load every device-code module on GPU 0,
+/// fatbin machine code beside the PTX JIT-compiled; writes the bench-data
+/// JSON to stdout, progress to stderr.
 #[derive(Debug, Parser)]
-#[command(name = "module_load", about = "time loading every device-code module")]
+#[command(name = "module_load", args_override_self = true)]
 struct Args {
-    /// Short git revision, for the record.
-    revision: Option<String>,
-    /// The command line that ran this, for the record.
-    command: Option<String>,
+    #[command(flatten)]
+    record: OptionalRecord,
     /// Fresh processes loading the fatbins' machine code.
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -153,10 +157,10 @@ fn main() -> Result<()> {
         ));
     }
     let out = json!({
-        "revision": args.revision.unwrap_or_default(),
+        "revision": args.record.revision.unwrap_or_default(),
         "date": today(),
         "machine": machine(&gpu_name, json!({})),
-        "command": args.command.unwrap_or_default(),
+        "command": args.record.command.unwrap_or_default(),
         "results": results,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

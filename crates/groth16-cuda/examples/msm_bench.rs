@@ -24,18 +24,23 @@
 //! Writes the bench-data JSON to stdout; progress to stderr.
 //!
 //! Usage: msm_bench <short git revision> <the command line, for the record>
-//! Environment: MSM_BENCH_MAX_LOG2 (default 26) caps the G1 sizes,
-//! MSM_BENCH_G2_MAX_LOG2 (default 24) the G2 ones; MSM_BENCH_ACCUMULATE
-//! names the accumulation variants to time (default the five XYZZ ones),
-//! and MSM_BENCH_VARIANTS_ONLY=1 times only those (G1 at 2^24 or the G1
-//! cap, G2 at 2^22 or the G2 cap), each checked against the first, and
-//! then the bucket reduction's merge fans MSM_BENCH_MERGE_FAN names
-//! (comma-separated `MsmConfig::merge_fan_log2` values) on the same sizes,
-//! G1 also over bases with window multiples.
+//! Environment variables pick the sizes, variants and budget (`Args`'s
+//! help); MSM_BENCH_VARIANTS_ONLY=1 checks each variant against the first,
+//! and times the merge fans on the same sizes, G1 also over bases with
+//! window multiples.
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
+#[path = "msm_bench/multiples.rs"]
+mod multiples;
+#[path = "msm_bench/tuning.rs"]
+mod tuning;
+use args::OptionalRecord;
 use common::{Stat, machine, today};
+use multiples::window_multiples;
+use tuning::{merge_fans, pick_accumulate, time_merge_fans};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,8 +48,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use blstrs::{G1Affine, G2Affine, Scalar};
+use clap::Parser;
 use cuzk_groth16_cuda::cuda::{DeviceBuffer, Gpu};
-use cuzk_groth16_cuda::msm::{Accumulate, DeviceBases, GpuMsm, MsmAffine, MsmConfig, window_bits};
+use cuzk_groth16_cuda::msm::{DeviceBases, GpuMsm, MsmAffine, MsmConfig, window_bits};
 use ec_gpu_gen::multiexp_cpu::{FullDensity, multiexp_cpu};
 use ec_gpu_gen::threadpool::Worker;
 use ff::{Field, PrimeField};
@@ -57,6 +63,33 @@ use serde_json::{Value, json};
 
 /// A CPU baseline is run only when predicted to finish within this.
 const CPU_LIMIT_S: f64 = 60.0;
+
+/// Throughput of the GPU MSM on GPU 0 beside bellperson's CPU multiexp (G1
+/// and G2, random and Filecoin-shaped scalars, window sizes, accumulation
+/// variants, bases with window multiples); writes the bench-data JSON to
+/// stdout, progress to stderr.
+#[derive(Debug, Parser)]
+#[command(
+    name = "msm_bench",
+    args_override_self = true,
+    after_help = "Environment:
+  MSM_BENCH_MAX_LOG2       largest G1 size, log2 (default 26)
+  MSM_BENCH_G2_MAX_LOG2    largest G2 size, log2 (default 24)
+  MSM_BENCH_CPU_BUDGET_S   seconds all CPU baselines together may take (default 120)
+  MSM_BENCH_ACCUMULATE     accumulation variants to time, comma-separated
+                           `Accumulate` names (default the five XYZZ ones)
+  MSM_BENCH_VARIANTS_ONLY  1: time only the variants and merge fans (G1 at 2^24
+                           or the G1 cap, G2 at 2^22 or the G2 cap)
+  MSM_BENCH_MERGE_FAN      bucket reduction merge fans to time, comma-separated
+                           log2 values (`MsmConfig::merge_fan_log2`; default none)
+  MSM_BENCH_MULTIPLES      G1 window sizes of bases with window multiples
+                           (default 20,22,24; empty: none)
+  MSM_BENCH_G2_MULTIPLES   the same for G2 (default 20,22)"
+)]
+struct Args {
+    #[command(flatten)]
+    record: OptionalRecord,
+}
 
 trait BenchCurve:
     PrimeCurveAffine<Scalar = Scalar>
@@ -275,273 +308,10 @@ fn window_bits_for<A: BenchCurve>(s: &[Scalar]) -> u32 {
     window_bits(m, MsmConfig::default().max_bucket_bytes / point_bytes)
 }
 
-/// The accumulation kernel's variants to time: MSM_BENCH_ACCUMULATE
-/// (comma-separated names as `Accumulate`'s Debug writes them), by default
-/// the five XYZZ variants. The batch-affine ones reserve gigabytes of local
-/// memory in the process's context once launched, so they are timed in a
-/// run of their own (with MSM_BENCH_VARIANTS_ONLY=1).
-fn accumulate_variants() -> Result<Vec<Accumulate>> {
-    let all = [
-        Accumulate::Plain,
-        Accumulate::Prefetch,
-        Accumulate::Prefetch128,
-        Accumulate::PlainV4,
-        Accumulate::Prefetch128V4,
-        Accumulate::BatchAffine128,
-        Accumulate::BatchAffine256,
-    ];
-    let Ok(list) = std::env::var("MSM_BENCH_ACCUMULATE") else {
-        return Ok(all[..5].to_vec());
-    };
-    list.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|name| {
-            all.iter()
-                .find(|a| format!("{a:?}") == name.trim())
-                .copied()
-                .with_context(|| {
-                    format!("MSM_BENCH_ACCUMULATE: unknown variant {name:?}; known: {all:?}")
-                })
-        })
-        .collect()
-}
-
-/// The bucket reduction's merge fans to time (MSM_BENCH_MERGE_FAN, comma-
-/// separated log2 values; unset: none).
-fn merge_fans() -> Result<Vec<u32>> {
-    let Ok(list) = std::env::var("MSM_BENCH_MERGE_FAN") else {
-        return Ok(Vec::new());
-    };
-    list.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|v| {
-            v.trim()
-                .parse()
-                .with_context(|| format!("MSM_BENCH_MERGE_FAN: {v:?} is not a log2 fan"))
-        })
-        .collect()
-}
-
-/// Times each merge fan of the bucket reduction on 2^lg random scalars
-/// (`what` names the bases), with one profiled run each for the reduction
-/// phase; every sum checked against the first fan's.
-fn time_merge_fans<A: BenchCurve>(
-    gpu: &Arc<Gpu>,
-    bases: &DeviceBases<A>,
-    lg: u32,
-    what: &str,
-    config: MsmConfig,
-    extra: &mut Vec<Value>,
-) -> Result<()> {
-    let n = 1usize << lg;
-    let d = gpu.upload(&scalars(Kind::Random, n, 7000 + u64::from(lg)))?;
-    let mut first: Option<(u32, A::Curve)> = None;
-    for fan in merge_fans()? {
-        let config = MsmConfig {
-            merge_fan_log2: fan,
-            ..config
-        };
-        let m = GpuMsm::with_config(Arc::clone(gpu), config);
-        let (stat, got) = time_gpu(3, || Ok(m.msm(bases, &d, None)?))?;
-        match first {
-            None => first = Some((fan, got)),
-            Some((f, want)) => anyhow::ensure!(
-                got == want,
-                "{} {what} 2^{lg}: merge fan 2^{fan} differs from 2^{f}",
-                A::NAME
-            ),
-        }
-        let p = GpuMsm::with_config(
-            Arc::clone(gpu),
-            MsmConfig {
-                profile: true,
-                ..config
-            },
-        );
-        p.msm(bases, &d, None)?;
-        let reduction = p
-            .last_profile()
-            .iter()
-            .find(|(phase, _)| *phase == "bucket reduction")
-            .map_or(f64::NAN, |(_, t)| *t);
-        log(format!(
-            "{} {what} random 2^{lg} merge fan 2^{fan}: {:.4} s (reduction {:.2} ms)",
-            A::NAME,
-            stat.median,
-            reduction * 1e3
-        ));
-        extra.push(result(
-            format!("msm/{}/2^{lg}/random/{what}/merge_fan_log2={fan}", A::NAME),
-            &stat,
-            n,
-            None,
-            format!(
-                "bucket reduction's merge, 2^{fan} ranges a launch; a profiled run's bucket \
-                 reduction phase {:.2} ms",
-                reduction * 1e3
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Times the accumulation kernel's variants on 2^lg random scalars and
-/// returns the configuration with the fastest, recording each.
-fn pick_accumulate<A: BenchCurve>(
-    gpu: &Arc<Gpu>,
-    bases: &DeviceBases<A>,
-    lg: u32,
-    extra: &mut Vec<Value>,
-) -> Result<MsmConfig> {
-    let n = 1usize << lg;
-    let d = gpu.upload(&scalars(Kind::Random, n, 5000 + u64::from(lg)))?;
-    let mut best = (f64::MAX, MsmConfig::default());
-    let mut first: Option<(Accumulate, A::Curve)> = None;
-    for accumulate in accumulate_variants()? {
-        let config = MsmConfig {
-            accumulate,
-            ..MsmConfig::default()
-        };
-        let m = GpuMsm::with_config(Arc::clone(gpu), config);
-        let (stat, got) = time_gpu(3, || Ok(m.msm(bases, &d, None)?))?;
-        // Every variant's sum against the first's, in the same run.
-        match first {
-            None => first = Some((accumulate, got)),
-            Some((v, want)) => anyhow::ensure!(
-                got == want,
-                "{} random 2^{lg}: {accumulate:?} differs from {v:?}",
-                A::NAME
-            ),
-        }
-        log(format!(
-            "{} random 2^{lg} {accumulate:?}: {:.4} s",
-            A::NAME,
-            stat.median
-        ));
-        extra.push(result(
-            format!("msm/{}/2^{lg}/random/accumulate={accumulate:?}", A::NAME),
-            &stat,
-            n,
-            None,
-            "accumulation kernel variant; the fastest is used for this curve's other results"
-                .into(),
-        ));
-        if stat.median < best.0 {
-            best = (stat.median, config);
-        }
-    }
-    Ok(best.1)
-}
-
-/// Random MSMs at 2^24 and 2^26 (the scalars of the random series, at
-/// most 2^max_log) over bases carrying their window multiples, for each
-/// window size in `var` (comma-separated; empty: none): the time to make
-/// the multiples, their device memory, the MSM times and a profile at
-/// 2^24, each result checked against the plain MSM's of the same run.
-fn window_multiples<A: BenchCurve>(
-    gpu: &Arc<Gpu>,
-    host: &[A],
-    max_log: u32,
-    config: MsmConfig,
-    plain: &[Measured<A>],
-    var: (&str, &str),
-    extra: &mut Vec<Value>,
-) -> Result<()> {
-    let list = std::env::var(var.0).unwrap_or_else(|_| var.1.into());
-    let windows: Vec<u32> = list
-        .split(',')
-        .filter(|c| !c.trim().is_empty())
-        .map(|c| {
-            c.trim()
-                .parse()
-                .with_context(|| format!("{}: window sizes, comma-separated", var.0))
-        })
-        .collect::<Result<_>>()?;
-    let logs: Vec<u32> = [24, 26].into_iter().filter(|&l| l <= max_log).collect();
-    if logs.is_empty() {
-        return Ok(());
-    }
-    let inputs: Vec<(u32, DeviceBuffer<Scalar>)> = logs
-        .iter()
-        .map(|&lg| {
-            // The random series' scalars where it has this size (the same
-            // seed otherwise).
-            let d = match plain.iter().find(|p| p.lg == lg) {
-                Some(p) => gpu.upload(&p.scalars)?,
-                None => gpu.upload(&scalars(Kind::Random, 1 << lg, 1000 + u64::from(lg)))?,
-            };
-            Ok((lg, d))
-        })
-        .collect::<Result<_>>()?;
-    for c in windows {
-        let start = Instant::now();
-        let bases = DeviceBases::upload(gpu, host)?.with_window_multiples(c)?;
-        let made = start.elapsed().as_secs_f64();
-        let bytes = bases.device_bytes();
-        log(format!(
-            "{} window multiples c = {c}: {made:.2} s to upload and make, {:.1} GB",
-            A::NAME,
-            bytes as f64 / 1e9
-        ));
-        for (lg, d) in &inputs {
-            let n = 1usize << lg;
-            let m = GpuMsm::with_config(Arc::clone(gpu), config);
-            let runs = if *lg >= 25 { 3 } else { 5 };
-            let (stat, got) = time_gpu(runs, || Ok(m.msm(&bases, d, None)?))?;
-            let check = match plain.iter().find(|p| p.lg == *lg) {
-                Some(p) if p.gpu == got.to_affine() => "equals the plain MSM's result".to_owned(),
-                Some(_) => {
-                    log(format!(
-                        "MISMATCH: {} random 2^{lg} with multiples of c = {c}",
-                        A::NAME
-                    ));
-                    "MISMATCH: differs from the plain MSM's result".to_owned()
-                }
-                None => "no plain MSM of this size to compare with".to_owned(),
-            };
-            let mut notes = format!(
-                "bases with window multiples of {c} bits ({:.1} GB on the device, {made:.2} s to \
-                 upload and make for 2^{max_log} bases); {check}",
-                bytes as f64 / 1e9
-            );
-            if *lg == 24 {
-                let p = GpuMsm::with_config(
-                    Arc::clone(gpu),
-                    MsmConfig {
-                        profile: true,
-                        ..config
-                    },
-                );
-                p.msm(&bases, d, None)?;
-                let phases: Vec<String> = p
-                    .last_profile()
-                    .iter()
-                    .map(|(p, t)| format!("{p} {:.2} ms", t * 1e3))
-                    .collect();
-                notes.push_str(&format!("; profiled run's phases: {}", phases.join(", ")));
-            }
-            log(format!(
-                "{} random 2^{lg} multiples c = {c}: {:.4} s ({:.3e} points/s); {notes}",
-                A::NAME,
-                stat.median,
-                n as f64 / stat.median
-            ));
-            extra.push(result(
-                format!("msm/{}/2^{lg}/random/multiples={c}", A::NAME),
-                &stat,
-                n,
-                None,
-                notes,
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let revision = args.get(1).cloned().unwrap_or_else(|| "unknown".into());
-    let command = args.get(2).cloned().unwrap_or_else(|| args.join(" "));
+    let args = Args::parse();
+    let revision = args.record.revision_or_unknown();
+    let command = args.record.command_or_argv();
     let env_log = |k: &str, d: u32| {
         std::env::var(k)
             .ok()

@@ -19,10 +19,13 @@
 //!
 //! Usage: ntt_bench <short git revision> <the command line, for the record>
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
 #[path = "common/events.rs"]
 mod events;
+use args::OptionalRecord;
 use common::{Stat, machine, today};
 use events::time_events;
 
@@ -30,6 +33,7 @@ use std::{sync::Arc, time::Instant};
 
 use anyhow::{Context, Result, ensure};
 use blstrs::Scalar;
+use clap::Parser;
 use cudarc::driver::sys::CUevent_flags;
 use cuzk_groth16_cuda::{
     cpu::compute_h,
@@ -51,6 +55,23 @@ const ARITH_BENCH: DeviceModule = cuzk_groth16_cuda::fatbin_module!("arith_bench
 
 const RUNS: usize = 7;
 const SIZES: [u32; 3] = [22, 24, 26];
+
+/// The H polynomial on GPU 0 beside bellperson's CPU H computation, the
+/// copy-bandwidth and multiply-rate bounds, uploads from pinned memory and
+/// every NTT variant beside the default; writes the bench-data JSON to
+/// stdout.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ntt_bench",
+    args_override_self = true,
+    after_help = "Environment:
+  NTT_BENCH_SIZES     log2 sizes, comma-separated (default 22,24,26)
+  NTT_BENCH_VARIANTS  0: time the default configuration alone"
+)]
+struct Args {
+    #[command(flatten)]
+    record: OptionalRecord,
+}
 
 /// Times `step(false)` with CUDA events on the GPU's stream: one warm-up,
 /// then RUNS runs, each after an untimed `step(true)` (the setup). Seconds.
@@ -125,9 +146,9 @@ fn pinned(pool: &Pool, v: &[Scalar]) -> Result<TypedLease<Scalar>> {
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let revision = args.get(1).cloned().unwrap_or_else(|| "unknown".into());
-    let command = args.get(2).cloned().unwrap_or_else(|| args.join(" "));
+    let args = Args::parse();
+    let revision = args.record.revision_or_unknown();
+    let command = args.record.command_or_argv();
     let gpu = Gpu::get(0).context("this benchmark needs a GPU")?;
     let ntt = GpuNtt::new(Arc::clone(&gpu));
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());

@@ -33,8 +33,11 @@
 //!        bit-reversal launch)
 //! Writes the bench-data JSON (area `prover`) to stdout; progress to stderr.
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
+use args::{List, Record};
 use common::{Stat, machine, result, today};
 
 use std::collections::BTreeMap;
@@ -43,6 +46,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Proof, create_proof};
 use blstrs::Scalar;
+use clap::{ArgAction, Parser};
 use cuzk_groth16_cuda::fake::fake_params;
 use cuzk_groth16_cuda::ntt::{NttConfig, TableLayout};
 use cuzk_groth16_cuda::{AbcInput, Bls12, GpuOptions, GpuProver, Prover, ProverInput};
@@ -53,67 +57,35 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
 
+/// Whole-proof time of the CUDA backend beside bellperson's CPU
+/// `create_proof`, for `porep:K` circuits with fake parameters; writes the
+/// bench-data JSON (area `prover`) to stdout, progress to stderr.
+#[derive(Debug, Parser)]
+#[command(name = "proof_bench", args_override_self = true)]
 struct Args {
-    revision: String,
-    command: String,
-    sizes: Vec<u32>,
+    #[command(flatten)]
+    record: Record,
+    /// Circuit sizes, comma-separated: `porep:K`, 2^K constraints each.
+    #[arg(long, value_name = "K,..", default_value = "20,22,24")]
+    sizes: List<u32>,
+    /// Timed proofs per size (after one warm-up).
+    #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// Largest K bellperson's CPU prover runs at (0: none).
+    #[arg(long, value_name = "K", default_value_t = 24)]
     bellperson_max: u32,
+    /// true: resident queries keep their window multiples where the card has
+    /// room (`GpuOptions::window_multiples`).
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, default_value_t = false)]
     window_multiples: bool,
+    /// true: the NTT's top-pass factor and H's scalings from whole tables
+    /// (`TableLayout::WHOLE`).
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, default_value_t = false)]
     whole_ntt_tables: bool,
+    /// true: H's last pass writes natural order (`NttConfig::fused_bitrev`);
+    /// false: the separate bit-reversal launch.
+    #[arg(long, value_name = "BOOL", action = ArgAction::Set, default_value_t = NttConfig::default().fused_bitrev)]
     ntt_fused_bitrev: bool,
-}
-
-fn args() -> Result<Args> {
-    let mut it = std::env::args().skip(1);
-    let revision = it.next().context("missing <short git revision>")?;
-    let command = it.next().context("missing <command line>")?;
-    let mut a = Args {
-        revision,
-        command,
-        sizes: vec![20, 22, 24],
-        runs: 3,
-        bellperson_max: 24,
-        window_multiples: false,
-        whole_ntt_tables: false,
-        ntt_fused_bitrev: NttConfig::default().fused_bitrev,
-    };
-    while let Some(flag) = it.next() {
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--sizes" => {
-                a.sizes = value
-                    .split(',')
-                    .map(|s| s.trim().parse::<u32>())
-                    .collect::<std::result::Result<_, _>>()
-                    .context("--sizes takes comma-separated log2 sizes")?
-            }
-            "--runs" => a.runs = value.parse().context("--runs takes a count")?,
-            "--window-multiples" => {
-                a.window_multiples = value
-                    .parse()
-                    .context("--window-multiples takes true or false")?
-            }
-            "--whole-ntt-tables" => {
-                a.whole_ntt_tables = value
-                    .parse()
-                    .context("--whole-ntt-tables takes true or false")?
-            }
-            "--ntt-fused-bitrev" => {
-                a.ntt_fused_bitrev = value
-                    .parse()
-                    .context("--ntt-fused-bitrev takes true or false")?
-            }
-            "--bellperson-max" => {
-                a.bellperson_max = value.parse().context("--bellperson-max takes a log2")?
-            }
-            other => bail!("unknown flag {other}"),
-        }
-    }
-    if a.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    Ok(a)
 }
 
 fn proof_bytes(p: &Proof<Bls12>) -> Vec<u8> {
@@ -127,7 +99,10 @@ fn secs(d: Duration) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let args = args()?;
+    let args = Args::parse();
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
     let gpu = GpuProver::with_options(
         0,
         GpuOptions {
@@ -362,10 +337,10 @@ fn main() -> Result<()> {
         gpu.evict_params();
     }
     let out = json!({
-        "revision": args.revision,
+        "revision": args.record.revision,
         "date": today(),
         "machine": machine(&gpu_name, json!({})),
-        "command": args.command,
+        "command": args.record.command,
         "results": results,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

@@ -24,8 +24,11 @@
 //!        [--prove] [--windows 10,12,14,16,18] [--window 12] [--dir /tmp]
 //! Writes the bench-data JSON (area `setup`) to stdout; progress to stderr.
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
+use args::{List, Record};
 use common::{Stat, machine, result, today};
 
 use std::path::PathBuf;
@@ -34,6 +37,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use bellperson::groth16::{Parameters, create_proof, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
+use clap::Parser;
 use cuzk_groth16_cuda::setup::{
     DEFAULT_WINDOW_BITS, GpuFixedBase, SetupOptions, SetupReport, ToxicWaste,
     generate_parameters_file,
@@ -46,66 +50,40 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 use serde_json::{Value, json};
 
+/// Time of Groth16 parameter generation on GPU 0 for `porep:K` circuits,
+/// beside bellperson's `generate_parameters` and cuzk's CPU path; writes
+/// the bench-data JSON (area `setup`) to stdout, progress to stderr.
+#[derive(Debug, Parser)]
+#[command(name = "setup_bench", args_override_self = true)]
 struct Args {
-    revision: String,
-    command: String,
-    sizes: Vec<u32>,
+    #[command(flatten)]
+    record: Record,
+    /// Circuit sizes, comma-separated: `porep:K`, 2^K constraints each.
+    #[arg(long, value_name = "K,..", default_value = "24")]
+    sizes: List<u32>,
+    /// Timed generations per size.
+    #[arg(long, default_value_t = 1)]
     runs: usize,
+    /// Largest K bellperson's `generate_parameters` runs at (its file is
+    /// compared with ours byte for byte).
+    #[arg(long, value_name = "K", default_value_t = 16)]
     bellperson_max: u32,
+    /// Largest K cuzk's CPU path runs at.
+    #[arg(long, value_name = "K", default_value_t = 18)]
     cpu_max: u32,
+    /// Read the parameters back, prove once on the GPU and verify the proof.
+    #[arg(long)]
     prove: bool,
-    windows: Vec<u32>,
+    /// Also time the fixed-base kernels alone at each of these window
+    /// widths, comma-separated (2^22 random G1 scalars, 2^20 G2).
+    #[arg(long, value_name = "BITS,..")]
+    windows: Option<List<u32>>,
+    /// The fixed-base window width of the generations.
+    #[arg(long, value_name = "BITS", default_value_t = DEFAULT_WINDOW_BITS)]
     window: u32,
+    /// Where the parameter files are written (removed at the end).
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
     dir: PathBuf,
-}
-
-fn list(value: &str, flag: &str) -> Result<Vec<u32>> {
-    value
-        .split(',')
-        .map(|s| s.trim().parse::<u32>())
-        .collect::<std::result::Result<_, _>>()
-        .with_context(|| format!("{flag} takes comma-separated numbers"))
-}
-
-fn args() -> Result<Args> {
-    let mut it = std::env::args().skip(1);
-    let revision = it.next().context("missing <short git revision>")?;
-    let command = it.next().context("missing <command line>")?;
-    let mut a = Args {
-        revision,
-        command,
-        sizes: vec![24],
-        runs: 1,
-        bellperson_max: 16,
-        cpu_max: 18,
-        prove: false,
-        windows: Vec::new(),
-        window: DEFAULT_WINDOW_BITS,
-        dir: std::env::temp_dir(),
-    };
-    while let Some(flag) = it.next() {
-        if flag == "--prove" {
-            a.prove = true;
-            continue;
-        }
-        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
-        match flag.as_str() {
-            "--sizes" => a.sizes = list(&value, "--sizes")?,
-            "--runs" => a.runs = value.parse().context("--runs takes a count")?,
-            "--bellperson-max" => {
-                a.bellperson_max = value.parse().context("--bellperson-max takes a log2")?
-            }
-            "--cpu-max" => a.cpu_max = value.parse().context("--cpu-max takes a log2")?,
-            "--windows" => a.windows = list(&value, "--windows")?,
-            "--window" => a.window = value.parse().context("--window takes a bit count")?,
-            "--dir" => a.dir = PathBuf::from(value),
-            other => bail!("unknown flag {other}"),
-        }
-    }
-    if a.runs == 0 {
-        bail!("--runs must be at least 1");
-    }
-    Ok(a)
 }
 
 /// Per-stage seconds of a report, by stage name.
@@ -255,7 +233,10 @@ fn prove_and_verify(
 }
 
 fn main() -> Result<()> {
-    let args = args()?;
+    let args = Args::parse();
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
     let gpu = cuzk_groth16_cuda::cuda::Gpu::get(0).context("this benchmark needs a GPU")?;
     let gpu_name = gpu.name().to_owned();
     eprintln!("GPU 0: {gpu_name}");
@@ -275,8 +256,8 @@ fn main() -> Result<()> {
         eprintln!("warm-up ({spec}) in {:.2?}", t.elapsed());
         std::fs::remove_file(&path)?;
     }
-    if !args.windows.is_empty() {
-        window_sweep(&args.windows, &mut results)?;
+    if let Some(windows) = &args.windows {
+        window_sweep(windows, &mut results)?;
     }
 
     for &k in &args.sizes {
@@ -416,10 +397,10 @@ fn main() -> Result<()> {
     }
 
     let out = json!({
-        "revision": args.revision,
+        "revision": args.record.revision,
         "date": today(),
         "machine": machine(&gpu_name, json!({})),
-        "command": args.command,
+        "command": args.record.command,
         "results": results,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

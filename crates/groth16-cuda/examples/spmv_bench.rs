@@ -24,10 +24,13 @@
 //! Usage: spmv_bench <short git revision> <the command line, for the record> [K ...]
 //! (K defaults to 20 22 24).
 
+#[path = "common/args.rs"]
+mod args;
 #[path = "common/mod.rs"]
 mod common;
 #[path = "common/events.rs"]
 mod events;
+use args::OptionalRecord;
 use common::{Stat, machine, today};
 use events::time_events;
 
@@ -36,6 +39,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use blstrs::Scalar;
+use clap::Parser;
 use cuzk_groth16_cuda::cuda::{DeviceBuffer, Gpu};
 use cuzk_groth16_cuda::spmv::{self, DevicePce, GpuSpmv};
 use cuzk_pinned_pool::{Pool, PoolConfig, Request, TypedLease};
@@ -45,6 +49,19 @@ use ff::Field;
 use serde_json::{Value, json};
 
 const GPU_RUNS: usize = 7;
+
+/// a/b/c on GPU 0 from the device-resident PCE beside the CPU SpMV, for
+/// PoRep-shaped circuits; writes the bench-data JSON to stdout, progress to
+/// stderr.
+#[derive(Debug, Parser)]
+#[command(name = "spmv_bench", args_override_self = true)]
+struct Args {
+    #[command(flatten)]
+    record: OptionalRecord,
+    /// Circuit sizes: `porep:K`, 2^K constraints each.
+    #[arg(value_name = "K", default_values_t = [20, 22, 24])]
+    sizes: Vec<u32>,
+}
 
 fn log(msg: impl AsRef<str>) {
     eprintln!("[spmv_bench] {}", msg.as_ref());
@@ -104,20 +121,10 @@ fn count(name: String, value: u64, unit: &str, notes: &str) -> Value {
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let revision = args.get(1).cloned().unwrap_or_else(|| "unknown".into());
-    let command = args.get(2).cloned().unwrap_or_else(|| args.join(" "));
-    let sizes: Vec<u32> = if args.len() > 3 {
-        args[3..]
-            .iter()
-            .map(|k| {
-                k.parse()
-                    .with_context(|| format!("K must be an integer, not {k:?}"))
-            })
-            .collect::<Result<_>>()?
-    } else {
-        vec![20, 22, 24]
-    };
+    let args = Args::parse();
+    let revision = args.record.revision_or_unknown();
+    let command = args.record.command_or_argv();
+    let sizes = args.sizes;
     let gpu = Gpu::get(0).context("this benchmark needs a GPU")?;
     let spmv = GpuSpmv::new(Arc::clone(&gpu));
     spmv.prepare()?;

@@ -12,6 +12,11 @@
 //! baseline for copies, measured in the same run; a fresh allocation is the
 //! baseline for a reuse.
 
+// The benchmark examples' shared arguments, by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
+use args::List;
+
 use std::{
     ffi::c_void,
     fmt::Write as _,
@@ -19,6 +24,7 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+use clap::Parser;
 use cudarc::driver::{
     CudaContext, result,
     sys::{self, CUevent, CUstream},
@@ -28,42 +34,31 @@ use serde_json::{Value, json};
 
 const GIB: usize = 1 << 30;
 
+/// Host<->device copy bandwidth from pinned pool buffers, pageable and
+/// registered memory, and a fresh pinned allocation against a reuse from
+/// the pool; writes bench-data JSON.
+#[derive(Debug, Parser)]
+#[command(name = "pinned_bench", args_override_self = true)]
 struct Args {
+    /// Short git revision, written to the JSON's "revision".
+    #[arg(long, value_name = "R")]
     revision: String,
+    /// The exact command that ran this, written to the JSON's "command".
+    #[arg(long, value_name = "C")]
     command: String,
+    /// Where the bench-data JSON is written.
+    #[arg(long, value_name = "FILE")]
     out: String,
+    /// Timed runs of each measurement (after one warm-up), at least 5.
+    #[arg(long, value_name = "N", default_value_t = 7)]
     runs: usize,
-    log2_sizes: Vec<u32>,
+    /// Copy sizes, log2 bytes, comma-separated.
+    #[arg(long, value_name = "LOG2,..", default_value = "26,30,32")]
+    log2_sizes: List<u32>,
 }
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        revision: String::new(),
-        command: String::new(),
-        out: String::new(),
-        runs: 7,
-        log2_sizes: vec![26, 30, 32],
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--revision" => args.revision = value()?,
-            "--command" => args.command = value()?,
-            "--out" => args.out = value()?,
-            "--runs" => args.runs = value()?.parse().context("--runs")?,
-            "--log2-sizes" => {
-                args.log2_sizes = value()?
-                    .split(',')
-                    .map(str::parse)
-                    .collect::<Result<_, _>>()
-                    .context("--log2-sizes")?;
-            }
-            other => bail!(
-                "unknown argument {other:?}; usage: pinned_bench --revision R --command C --out FILE [--runs N] [--log2-sizes 26,30,32]"
-            ),
-        }
-    }
+    let args = Args::parse();
     if args.revision.is_empty() || args.command.is_empty() || args.out.is_empty() {
         bail!("--revision, --command and --out are required");
     }

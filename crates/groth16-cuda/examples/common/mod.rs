@@ -1,7 +1,8 @@
 //! What the benchmark examples (and cuzk-peers) share, `#[path]`-included,
 //! not an example itself: the facts every bench-data file records about the
 //! run, run statistics and result entries. Each includer uses part of it.
-//! CUDA-event timing is in `events.rs` beside it.
+//! CUDA-event timing is in `events.rs` beside it, the examples' shared
+//! command-line pieces (clap) in `args.rs`.
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
