@@ -22,7 +22,7 @@
 //!              (`cuzk`, and every other workspace binary an integration
 //!              test runs, e.g. `cuzk-sweep`)
 //! tests/<pkg>.<kind>[.<target>]   the test executables, e.g.
-//!              tests/cuzk-groth16-cuda.test.gpu_runtime, tests/cuzk-synth.lib
+//!              tests/cuzk-groth16-cuda.test.groth16_cuda, tests/cuzk-synth.lib
 //! bin/cuzk     the cuzk binary
 //! bin/<bin>    the other workspace binaries the tests run (cuzk-sweep)
 //! bin/<name>   the examples of the bundled packages (`cargo test` builds

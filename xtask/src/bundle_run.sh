@@ -8,7 +8,7 @@
 #                                          # files (bin/cuzk, bin/<example>)
 #
 # FILTER     run only the executables whose name contains FILTER (names are in
-#            tests.tsv, e.g. cuzk-groth16-cuda.test.gpu_runtime; the demo is
+#            tests.tsv, e.g. cuzk-groth16-cuda.test.groth16_cuda; the demo is
 #            cuzk-demo); empty or `all` runs everything.
 # TEST ARGS  passed to every test executable (libtest: a test-name filter,
 #            --nocapture, --test-threads=1, ...), not to the demo.

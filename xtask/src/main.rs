@@ -16,6 +16,8 @@
 //!   here (CPU backend without a GPU).
 //! - `cargo xtask sweep plot JSON... [--out DIR]`: redraws the SVGs of saved
 //!   sweep results.
+//! - `cargo xtask figures [FILE...]`: every figure the README (or FILE)
+//!   quotes beside a bench-data file is in that file (also a test).
 
 use std::{
     path::{Path, PathBuf},
@@ -26,6 +28,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 mod bundle;
+mod figures;
 mod kernels;
 mod sweep;
 
@@ -72,6 +75,13 @@ enum Cmd {
     Sweep {
         #[command(subcommand)]
         command: SweepCmd,
+    },
+    /// Check that every figure a Markdown file quotes beside a
+    /// bench-data/*.json file is a value of that file (README.md by default).
+    Figures {
+        /// Markdown files, relative to the workspace root.
+        #[arg(value_name = "FILE")]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -156,6 +166,24 @@ fn run(cli: Cli) -> Result<()> {
             };
             let made = bundle::run(&root, &options).context("cargo xtask bundle")?;
             bundle::report(&root, &made)
+        }
+        Cmd::Figures { files } => {
+            let root = workspace_root();
+            let files = if files.is_empty() {
+                vec![PathBuf::from("README.md")]
+            } else {
+                files
+            };
+            for file in files {
+                let text = std::fs::read_to_string(root.join(&file))
+                    .with_context(|| format!("reading {}", file.display()))?;
+                let n = figures::check(&text, &file.display().to_string(), &root)?;
+                eprintln!(
+                    "{}: {n} figures, each found in its bench-data file",
+                    file.display()
+                );
+            }
+            Ok(())
         }
         Cmd::Sweep { command } => {
             let root = workspace_root();

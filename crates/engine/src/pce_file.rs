@@ -20,10 +20,11 @@
 //! with what the caller expects. Constraint names are not stored.
 
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufReader, Read, Write};
+use std::path::Path;
 
 use blstrs::Scalar;
+use cuzk_groth16_cuda::Groth16Error;
 use cuzk_synth::{Csr, Density, Pce};
 use ff::PrimeField;
 use sha2::{Digest, Sha256};
@@ -155,19 +156,13 @@ fn write_body(w: &mut impl Write, shape: &str, pce: &Pce) -> io::Result<()> {
     Ok(())
 }
 
-/// Writes `pce` for `shape` to `path` atomically (temporary sibling, fsync,
-/// rename).
+/// Writes `pce` for `shape` to `path` atomically (a uniquely named
+/// temporary sibling, fsync, rename: `cuzk_groth16_cuda::write_atomically`).
 pub fn write_pce(path: &Path, shape: &str, pce: &Pce) -> Result<()> {
     let _s = tracing::info_span!("pce_write", path = %path.display()).entered();
-    let io_err = |source| EngineError::PceIo {
-        path: path.to_owned(),
-        source,
-    };
-    let tmp = temp_sibling(path);
-    let result = (|| -> io::Result<()> {
-        let file = File::create(&tmp)?;
+    cuzk_groth16_cuda::write_atomically(path, |file| {
         let mut w = Hashing {
-            inner: BufWriter::with_capacity(1 << 20, file),
+            inner: &mut *file,
             hash: Sha256::new(),
         };
         w.write_all(&MAGIC)?;
@@ -175,26 +170,16 @@ pub fn write_pce(path: &Path, shape: &str, pce: &Pce) -> Result<()> {
         w.write_all(&0u32.to_le_bytes())?;
         w.write_all(&body_len(shape, pce).to_le_bytes())?;
         write_body(&mut w, shape, pce)?;
-        let Hashing { mut inner, hash } = w;
-        inner.write_all(&hash.finalize())?;
-        inner.flush()?;
-        inner.get_ref().sync_all()?;
-        drop(inner);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io_err(e));
-    }
-    Ok(())
-}
-
-fn temp_sibling(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "pce".into());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+        let Hashing { inner, hash } = w;
+        inner.write_all(&hash.finalize())
+    })
+    .map_err(|e| match e {
+        Groth16Error::Write { source, .. } => EngineError::PceIo {
+            path: path.to_owned(),
+            source,
+        },
+        other => other.into(),
+    })
 }
 
 /// Reads the file's body while hashing it, with errors that name the field.

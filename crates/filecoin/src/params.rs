@@ -111,6 +111,12 @@ where
     C: Circuit<Scalar>,
     P: ParameterSetMetadata,
 {
+    // One generation at a time in this process: a second caller for the
+    // same files waits and then finds them, instead of making them again
+    // (each file is replaced atomically, so callers in other processes
+    // only repeat the work).
+    static GENERATING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = GENERATING.lock().unwrap_or_else(|e| e.into_inner());
     if files.params.is_file() && files.vk.is_file() && files.meta.is_file() {
         return Ok(false);
     }

@@ -126,6 +126,48 @@ pub fn gpu_expected(test_name: &str) -> bool {
     }
 }
 
+/// The variable that marks a child process [`alone_in_process`] started.
+const ALONE_ENV: &str = "CUZK_TEST_ALONE";
+
+/// For a test that needs its process to itself (a process-wide device
+/// limit, a count over all of the process's threads) inside a test
+/// executable that holds many tests: in the test harness's process it runs
+/// this executable again with only `test_path` (the test's full name, e.g.
+/// `dispatch_idle::the_dispatcher_sleeps`), on one thread, waits for it,
+/// prints its output and returns `false`; in that child it returns `true`.
+/// So a test starts with `if !alone_in_process("module::name") { return; }`
+/// and its body runs once, alone in a process.
+///
+/// # Panics
+/// In the parent, when the child cannot start, fails, or did not run
+/// exactly that one test.
+pub fn alone_in_process(test_path: &str) -> bool {
+    if std::env::var(ALONE_ENV).as_deref() == Ok(test_path) {
+        return true;
+    }
+    let exe = std::env::current_exe()
+        .unwrap_or_else(|e| panic!("{test_path}: cannot find this test executable: {e}"));
+    let out = std::process::Command::new(&exe)
+        .args([test_path, "--exact", "--test-threads=1", "--nocapture"])
+        .env(ALONE_ENV, test_path)
+        .output()
+        .unwrap_or_else(|e| panic!("{test_path}: cannot run {} again: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{test_path}, alone in process {}:\n{stdout}", exe.display());
+    eprintln!("{stderr}");
+    assert!(
+        out.status.success(),
+        "{test_path} failed alone in its own process ({})",
+        out.status
+    );
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{test_path}: the child process did not run exactly this test"
+    );
+    false
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum Decision {
     Run(Vec<DeviceInfo>),

@@ -8,7 +8,7 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bellperson::groth16::{Parameters, VerifyingKey};
@@ -287,7 +287,13 @@ fn write_points<W: Write, T: Sync, const N: usize>(
     Ok(())
 }
 
-/// Writes a file through a temporary sibling and a rename.
+/// Writes a file through a temporary sibling and a rename, so `path` holds
+/// either its old content or all of the new one, never a part: the bytes go
+/// to a uniquely named `.NAME.XXXXXX.tmp` beside it (tempfile's, so threads
+/// and processes writing the same path at once never share one), are
+/// synced, and the file is renamed over `path`; on any error the temporary
+/// file is removed. The new file gets the usual permissions (0666 less the
+/// umask), as `File::create` would give it.
 pub fn write_atomically(
     path: &Path,
     write: impl FnOnce(&mut BufWriter<File>) -> io::Result<()>,
@@ -296,29 +302,31 @@ pub fn write_atomically(
         path: path.to_owned(),
         source,
     };
-    let tmp = temp_sibling(path);
-    let result = (|| {
-        let file = File::create(&tmp)?;
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        write(&mut w)?;
-        w.flush()?;
-        w.get_ref().sync_all()?;
-        drop(w);
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(err(e));
-    }
-    Ok(())
-}
-
-fn temp_sibling(path: &Path) -> PathBuf {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    let (file, temp_path) = builder.tempfile_in(dir).map_err(err)?.into_parts();
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    write(&mut w).map_err(err)?;
+    w.flush().map_err(err)?;
+    w.get_ref().sync_all().map_err(err)?;
+    drop(w);
+    // Dropping `temp_path` on an error above removed the temporary file.
+    temp_path.persist(path).map_err(|e| err(e.error))?;
+    Ok(())
 }
 
 /// Checks that `params` fit the circuit recorded in `pce`: every query has
@@ -376,6 +384,77 @@ pub fn check_params(params: &Parameters<Bls12>, pce: &Pce) -> Result<()> {
 mod tests {
     use super::*;
     use cuzk_synth::circuits::CircuitSpec;
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Threads writing the same file at once each succeed, the file ends
+    /// whole (one writer's bytes) and no temporary file stays; a writer
+    /// that fails leaves the old file as it was and nothing beside it.
+    #[test]
+    fn atomic_writes_race_safely_and_failures_leave_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.params");
+        let contents: Vec<Vec<u8>> = (0..8u8)
+            .map(|i| vec![i; 300_000 + usize::from(i)])
+            .collect();
+        std::thread::scope(|scope| {
+            for bytes in &contents {
+                let path = &path;
+                scope.spawn(move || {
+                    write_atomically(path, |w| {
+                        for chunk in bytes.chunks(4096) {
+                            w.write_all(chunk)?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap()
+                });
+            }
+        });
+        let got = std::fs::read(&path).unwrap();
+        assert!(
+            contents.contains(&got),
+            "a mix of writers: {} bytes",
+            got.len()
+        );
+        assert_eq!(names_in(dir.path()), ["out.params"]);
+
+        let e = write_atomically(&path, |w| {
+            w.write_all(b"partial")?;
+            Err(io::Error::other("the writer failed"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("out.params"), "{e}");
+        assert!(e.to_string().contains("the writer failed"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), got);
+        assert_eq!(names_in(dir.path()), ["out.params"]);
+
+        let missing = dir.path().join("no-such-dir").join("x");
+        let e = write_atomically(&missing, |_| Ok(())).unwrap_err();
+        assert!(matches!(e, Groth16Error::Write { .. }), "{e:?}");
+    }
+
+    /// A file made by `write_atomically` has the permissions `File::create`
+    /// gives (0666 less the umask), not a temporary file's 0600.
+    #[cfg(unix)]
+    #[test]
+    fn atomic_writes_get_the_usual_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        File::create(&plain).unwrap();
+        let atomic = dir.path().join("atomic");
+        write_atomically(&atomic, |w| w.write_all(b"x")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&atomic), mode(&plain));
+    }
 
     /// The parallel writer's bytes are bellperson's, for a set of a few
     /// points and for one whose queries span several chunks and batches.

@@ -228,14 +228,11 @@ fn csv_field(text: &str) -> String {
     }
 }
 
-/// Writes `bytes` to a temporary sibling of `path`, then renames it.
+/// Writes `bytes` to `path` atomically (cuzk-groth16-cuda's
+/// `write_atomically`: a uniquely named temporary sibling, then a rename).
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tmp", name.to_string_lossy()));
-    fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", tmp.display()))
+    cuzk_groth16_cuda::write_atomically(path, |w| std::io::Write::write_all(w, bytes))
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]

@@ -186,7 +186,7 @@ pub(crate) fn parse_artifacts(
     Ok((tests, bins))
 }
 
-/// `cuzk-synth.lib`, `cuzk-cli.bin.cuzk`, `cuzk-groth16-cuda.test.gpu_runtime`.
+/// `cuzk-synth.lib`, `cuzk-cli.bin.cuzk`, `cuzk-groth16-cuda.test.groth16_cuda`.
 fn bundle_name(package: &str, kind: &str, target: &str) -> String {
     match kind {
         "lib" | "rlib" | "proc-macro" => format!("{package}.lib"),

@@ -26,8 +26,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use tonic::Code;
 
-mod common;
-use common::{idle, status};
+use crate::common::{idle, status};
 
 // ---------------------------------------------------------------- helpers
 

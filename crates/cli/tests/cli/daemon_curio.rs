@@ -7,9 +7,8 @@
 //! filecoin-proofs' own verifiers; cancellation; bad input refused as
 //! INVALID_ARGUMENT while the daemon goes on serving; status and metrics.
 
+use crate::common;
 use std::collections::BTreeMap;
-
-mod common;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;

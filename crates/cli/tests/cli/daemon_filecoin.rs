@@ -7,10 +7,9 @@
 //! own gRPC code while the daemon goes on serving; `cuzk prove
 //! window-post --daemon`; Preload and Evict by registered proof name.
 
+use crate::common;
 use std::collections::BTreeMap;
 use std::process::Command;
-
-mod common;
 
 use blstrs::Scalar;
 use cuzk_cli::client::{self, Client};

@@ -5,6 +5,7 @@
 //! `verify_empty_sector_update_proof`; bad input gives an error naming the
 //! problem and writes nothing.
 
+use crate::common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -14,8 +15,7 @@ use cuzk_filecoin::{PostKind, PostProof, SealProof, SectorSize, testing, update}
 use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
 use storage_proofs_core::api_version::ApiVersion;
 
-mod common;
-use common::{PARAM_SEED, init};
+use crate::common::{PARAM_SEED, init};
 
 fn cuzk(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cuzk"))

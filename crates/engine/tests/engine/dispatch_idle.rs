@@ -1,16 +1,15 @@
 //! The dispatcher sleeps while it waits: with the budget holding one
 //! partition at a time and partitions whose synthesis takes a while, the
-//! dispatcher thread must not spin between budget changes. Its own test
-//! binary, so that its process has exactly one engine (one `cuzk-dispatch`
-//! thread) to look at in /proc.
-
-mod common;
+//! dispatcher thread must not spin between budget changes. It runs alone
+//! in a process of its own (`testing::alone_in_process`), so that the
+//! process has exactly one engine (one `cuzk-dispatch` thread) to look at
+//! in /proc.
 
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bellperson::{Circuit, ConstraintSystem, SynthesisError};
 use blstrs::Scalar;
-use common::*;
 use cuzk_engine::{Auto, ParamsRef, ProofRequest};
 
 /// A chain whose synthesis first sleeps (no CPU) for a while.
@@ -48,6 +47,11 @@ fn thread_ticks(name: &str) -> u64 {
 #[cfg(target_os = "linux")]
 #[test]
 fn the_dispatcher_sleeps_while_the_budget_is_full() {
+    if !cuzk_gpu_sched::testing::alone_in_process(
+        "dispatch_idle::the_dispatcher_sleeps_while_the_budget_is_full",
+    ) {
+        return;
+    }
     const N: usize = 32;
     let spec = format!("chain:{N}");
     let mut config = config(need(&spec));

@@ -3,13 +3,12 @@
 //! numbers, failures confined to their job, the PCE directory, the
 //! parameter manager, and the timeline.
 
-mod common;
-
+use crate::common;
 use std::sync::atomic::Ordering;
 
+use crate::common::*;
 use bellperson::groth16::{create_proof, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
-use common::*;
 use cuzk_engine::{
     Backend, EngineConfig, EngineError, ParamsRef, Priority, ProgressStage, ProofRequest, ShapeId,
 };

@@ -7,11 +7,9 @@
 //! byte-identical, each GPU holding the parameters (skips with fewer than
 //! two; fails instead with CUZK_REQUIRE_GPUS=2).
 
-mod common;
-
+use crate::common::*;
 use bellperson::groth16::{create_proof, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
-use common::*;
 use cuzk_engine::{
     Auto, Backend, Engine, EngineConfig, GpuStaging, ParamsRef, ProofRequest, ShapeId,
 };

@@ -5,16 +5,14 @@
 //! budget is never exceeded, and everything is given back at the end.
 //! `CUZK_STRESS_JOBS` overrides the count.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use bellperson::groth16::{Parameters, prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
-use common::*;
 use cuzk_engine::{EngineError, JobHandle, ParamsRef, Priority, ProofRequest};
 use cuzk_groth16_cuda::Bls12;
 use cuzk_synth::Witness;

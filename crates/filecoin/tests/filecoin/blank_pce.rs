@@ -4,8 +4,7 @@
 //! PoRep one in its PCE directory proves a C2 from it (read from disk,
 //! nothing recorded) that verify_seal accepts.
 
-mod common;
-
+use crate::common;
 use cuzk_engine::{Backend, Engine, EngineConfig};
 use cuzk_filecoin::{C1Output, PostKind, SectorSize, UpdateProof, porep, post, shape_id, update};
 use cuzk_synth::Pce;

@@ -4,8 +4,7 @@
 //! Bad C1 files and parameters are refused with errors that say what is
 //! wrong.
 
-mod common;
-
+use crate::common;
 use std::time::Instant;
 
 use bellperson::groth16::create_proof_batch;

@@ -3,8 +3,7 @@
 //! bellperson's `create_proof_batch` with the same (r, s), accepted by
 //! `verify_winning_post` / `verify_window_post`; bad requests are named.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::time::Instant;
 

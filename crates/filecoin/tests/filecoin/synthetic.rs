@@ -7,8 +7,7 @@
 //! storage-proofs' sequential witness.
 //! Requests it cannot serve are refused with clear errors.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -5,8 +5,7 @@
 //! `verify_empty_sector_update_proof` accepts the proof bytes. Bad requests
 //! and parameters are refused with errors that say what is wrong.
 
-mod common;
-
+use crate::common;
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Instant;

@@ -1,22 +1,27 @@
 //! A queue of built-in instances holds no circuit data: 1,024 partitions of
 //! the largest sha256 circuit (what a daemon request may ask for) cost a
 //! few bytes each until one is synthesized, where building them costs each
-//! its preimage. Measured with a counting allocator (this test binary's
-//! only test, so nothing else allocates meanwhile).
+//! its preimage. Measured with a counting allocator that counts each thread's
+//! allocations apart, so tests running beside this one in the same test
+//! executable do not add to its counts.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 use cuzk_synth::circuits::CircuitSpec;
 
 struct Counting;
 
-static ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    // A const-initialised `Cell<usize>` has no destructor, so the allocator
+    // may touch it at any point of a thread's life, its teardown included.
+    static ALLOCATED: Cell<usize> = const { Cell::new(0) };
+}
 
 // SAFETY: forwards to the system allocator, only counting.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATED.fetch_add(layout.size(), Ordering::Relaxed);
+        ALLOCATED.with(|a| a.set(a.get().wrapping_add(layout.size())));
         // SAFETY: the caller's layout, passed on.
         unsafe { System.alloc(layout) }
     }
@@ -31,9 +36,9 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn allocated_by<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    let before = ALLOCATED.load(Ordering::SeqCst);
+    let before = ALLOCATED.with(Cell::get);
     let out = f();
-    (ALLOCATED.load(Ordering::SeqCst) - before, out)
+    (ALLOCATED.with(Cell::get).wrapping_sub(before), out)
 }
 
 #[test]

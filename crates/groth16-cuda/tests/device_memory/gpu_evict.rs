@@ -4,8 +4,9 @@
 //! set is dropped (`Prover::release_unused`, which the engine calls when it
 //! evicts a set), and a set reloaded after the old one was dropped replaces
 //! the old copy instead of sitting beside it. Device memory is read with
-//! cuMemGetInfo, so this is its own test binary (no other test allocating
-//! on the device meanwhile). Skips without a GPU.
+//! cuMemGetInfo, so this runs in the `device_memory` test executable,
+//! alone on the device (no other test allocating meanwhile). Skips without
+//! a GPU.
 //!
 //! Allocations come from the driver's stream-ordered pool, which gives
 //! freed memory back at the next synchronization in whole blocks: a block
@@ -50,6 +51,7 @@ fn reloaded(p: &Parameters<Bls12>) -> Parameters<Bls12> {
 
 #[test]
 fn dropped_parameters_free_their_device_copy_and_a_reload_replaces_it() {
+    let _device = crate::device();
     let Some(_) = gpu_or_skip("dropped_parameters_free_their_device_copy_and_a_reload_replaces_it")
     else {
         return;

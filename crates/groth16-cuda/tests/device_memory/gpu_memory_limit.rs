@@ -2,7 +2,8 @@
 //! and total memory are that card's, a buffer that does not fit on it fails
 //! with a clear out-of-memory error, what is freed comes back, and a proof
 //! that does not fit fails cleanly and leaves the prover working. The limit
-//! is per device and process, so this is its own test binary (one test).
+//! is per device and process, and the test checks exact free figures, so
+//! it runs in the `device_memory` test executable, alone on the device.
 //! Skips without a GPU.
 
 use std::sync::Arc;
@@ -26,6 +27,7 @@ fn bytes(p: &Proof<Bls12>) -> Vec<u8> {
 
 #[test]
 fn a_memory_limit_is_a_smaller_card() {
+    let _device = crate::device();
     let Some(_) = gpu_or_skip("a_memory_limit_is_a_smaller_card") else {
         return;
     };

@@ -1,0 +1,7 @@
+//! The engine: one test executable, one module per area.
+
+mod common;
+mod dispatch_idle;
+mod engine;
+mod gpu_engine;
+mod stress;

@@ -1,0 +1,8 @@
+//! cuzk-filecoin: one test executable, one module per proof kind; the parameters and sealed sectors are made once in `common` and shared.
+
+mod blank_pce;
+mod common;
+mod porep;
+mod post;
+mod synthetic;
+mod update;
