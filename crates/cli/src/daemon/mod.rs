@@ -7,6 +7,7 @@
 //! The daemon never writes proofs to disk: they go back to the client as
 //! bytes, and the client writes them (atomically).
 
+mod authority;
 pub mod config;
 pub mod curio;
 pub mod filecoin;
@@ -244,9 +245,12 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
     let (address, socket, server) = match &daemon.config.listen {
         Address::Unix(path) => {
             let listener = bind_unix(path, daemon.config.socket_mode)?;
-            let server = tokio::spawn(
-                router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), stopped),
-            );
+            // C-core clients send the socket path as :authority, which the
+            // server refuses: authority.rs reads it as `localhost`.
+            let incoming = tokio_stream::StreamExt::map(UnixListenerStream::new(listener), |s| {
+                s.map(authority::FixAuthority::new)
+            });
+            let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, stopped));
             (Address::Unix(path.clone()), Some(path.clone()), server)
         }
         Address::Tcp(addr) => {

@@ -8,6 +8,7 @@
 //! this process, request builders); the tests are in one file per area.
 
 mod bad_requests;
+mod c_core;
 mod clients;
 mod command_line;
 mod shutdown;
