@@ -146,7 +146,7 @@ enum Command {
     Devices(cuzk_cli::commands::DevicesArgs),
     /// Write a daemon's last run as Chrome-trace JSON (opens in Perfetto).
     Timeline(cuzk_cli::commands::TimelineArgs),
-    /// Preload or evict a daemon's parameter set.
+    /// Preload or evict a daemon's parameter set, or check a parameter directory's files.
     Params(cuzk_cli::commands::ParamsArgs),
     /// Record the PCE of a Filecoin circuit from its blank circuit (no sector needed) into a
     /// PCE directory (the engine's pce_cache_dir), where proofs of that circuit then read it

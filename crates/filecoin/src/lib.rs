@@ -15,7 +15,8 @@
 //!
 //! filecoin-proofs and storage-proofs are used with their GPU features off:
 //! this crate must never make them load OpenCL or CUDA code of their own.
-//! Parameters follow filecoin-proofs' cache conventions ([`params`]);
+//! Parameters follow filecoin-proofs' cache conventions ([`params`]) and
+//! are checked against its published digests ([`params_check`]);
 //! seeded test parameters are generated only into directories the caller
 //! names, never the production cache.
 
@@ -35,6 +36,7 @@ macro_rules! with_tree {
 mod challenge;
 pub mod error;
 pub mod params;
+pub mod params_check;
 pub mod porep;
 pub mod post;
 pub mod prove;

@@ -303,6 +303,11 @@ pub enum ParamsAction {
     Preload(ParamsTarget),
     /// Drop a resident parameter set from the daemon.
     Evict(ParamsTarget),
+    /// Check a Filecoin parameter directory's files (no daemon): each
+    /// against the digest filecoin-proofs publishes for its name, or, for
+    /// files it does not list, for its structure; one verdict per file, a
+    /// non-zero exit when any is bad.
+    Check(super::ParamsCheckArgs),
 }
 
 /// A parameter set by path, by name, or by the Filecoin registered proof
@@ -350,11 +355,12 @@ impl ParamsTarget {
     }
 }
 
-/// `cuzk params preload|evict`.
+/// `cuzk params preload|evict|check`.
 pub fn params(args: ParamsArgs) -> Result<()> {
     let (preload, target) = match &args.action {
         ParamsAction::Preload(t) => (true, t),
         ParamsAction::Evict(t) => (false, t),
+        ParamsAction::Check(check) => return super::params_check(check),
     };
     let spec = target.spec()?;
     let reply = runtime()?.block_on(async {

@@ -1,11 +1,12 @@
 //! The commands that go through the daemon or run the engine in process:
 //! `daemon`, `prove --daemon`, `bench`, `status`, `devices`, `timeline`,
-//! `params`. Each takes its clap arguments and prints for a person, or
-//! JSON with `--json`.
+//! `params` (`params check` reads a parameter directory, no daemon). Each
+//! takes its clap arguments and prints for a person, or JSON with `--json`.
 
 mod bench;
 mod daemon_cmd;
 mod info;
+mod params_check;
 mod prove;
 
 use std::path::Path;
@@ -24,6 +25,7 @@ pub use info::{
     DevicesArgs, ParamsAction, ParamsArgs, StatusArgs, TimelineArgs, devices, params, status,
     timeline,
 };
+pub use params_check::{ParamsCheckArgs, params_check};
 pub use prove::{RemoteProve, prove_remote};
 
 use crate::daemon::Address;

@@ -117,6 +117,14 @@ pub struct DaemonConfig {
     /// Verify every Filecoin proof before returning it (a proof that fails
     /// is an error naming the job, never a reply).
     pub verify_proofs: bool,
+    /// Check each Filecoin parameter and verifying-key file the first time
+    /// a request uses it, as `cuzk params check` does: against the digest
+    /// filecoin-proofs publishes for its name (hashing a 32 GiB set takes
+    /// about a minute), or, for a file it does not list, for its structure.
+    /// A request whose file fails is refused (FAILED_PRECONDITION, naming
+    /// the file and what is wrong); a file that passed is not checked again
+    /// while its size and modification time stay the same.
+    pub check_params: bool,
     /// The largest request message (a 32 GiB PoRep C1 output is about
     /// 50 MB of JSON).
     pub max_request_bytes: ByteSize,
@@ -148,6 +156,7 @@ impl Default for DaemonConfig {
             preload: Vec::new(),
             filecoin_params_dir: None,
             verify_proofs: true,
+            check_params: false,
             max_request_bytes: ByteSize(128 << 20),
             max_partitions: 1024,
             max_constraints: 1 << 28,

@@ -52,7 +52,14 @@ pub async fn submit_checked(
     let checked = Arc::new(checked);
     let engine = Arc::clone(&daemon.engine);
     let submit = Arc::clone(&checked);
-    let handle = super::service::blocking(move || submit.submit(&engine)).await??;
+    let check = daemon.config.check_params;
+    let handle = super::service::blocking(move || {
+        if check {
+            submit.check_params()?;
+        }
+        submit.submit(&engine)
+    })
+    .await??;
     let verifier = daemon.config.verify_proofs.then(|| checked.verifier());
     tracing::info!(
         job = handle.id().0,
@@ -209,4 +216,60 @@ impl Checked {
             .map_err(|e| e.to_string())
         })
     }
+}
+
+impl Checked {
+    /// `check_params`: the parameter and verifying-key files of this
+    /// proof's circuit, checked before its first use (blocking: a listed
+    /// file is hashed the first time).
+    pub fn check_params(&self) -> Result<(), Status> {
+        let dir = &self.params_dir;
+        let files = match &*self.input {
+            Input::PorepC2(c1) => c1.param_files(dir),
+            Input::SnapDeals(u) => u.param_files(dir),
+            Input::Post(post) => post.param_files(dir),
+        }
+        .map_err(|e| status_of_filecoin(&e))?;
+        check_param_files(&files.params)
+    }
+}
+
+/// `check_params` for a preload (by registered proof, from a client or
+/// Curio): a file of the Filecoin parameter cache is checked as a job's
+/// would be; other parameter sets are not Filecoin's files.
+pub async fn check_preload(
+    config: &DaemonConfig,
+    resolved: &super::request::Resolved,
+) -> Result<(), Status> {
+    let cuzk_engine::ParamsRef::File(path) = &resolved.params else {
+        return Ok(());
+    };
+    if !config.check_params
+        || resolved.file.is_some()
+        || path.parent() != Some(config.filecoin_params_dir().as_path())
+    {
+        return Ok(());
+    }
+    let path = path.clone();
+    super::service::blocking(move || check_param_files(&path)).await?
+}
+
+/// A `.params` file and the `.vk` beside it, each checked the first time
+/// (`cuzk_filecoin::params_check::check_once`); a file that is not there
+/// is left to the load, which says so.
+fn check_param_files(params: &std::path::Path) -> Result<(), Status> {
+    for path in [params.to_owned(), params.with_extension("vk")] {
+        if !path.is_file() {
+            continue;
+        }
+        if let Err(verdict) = cuzk_filecoin::params_check::check_once(&path) {
+            return Err(Status::failed_precondition(format!(
+                "check_params: {}: {verdict}; replace the file (fetch filecoin-proofs' \
+                 parameters again, or run `cuzk setup` again for parameters made here) and \
+                 retry; `cuzk params check` checks the whole directory",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }

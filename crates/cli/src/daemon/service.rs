@@ -81,6 +81,9 @@ impl Service {
         if self.0.draining() {
             return Err(self.refuse(Status::unavailable("the daemon is shutting down")));
         }
+        filecoin::check_preload(&self.0.config, &resolved)
+            .await
+            .map_err(|s| self.refuse(s))?;
         let engine = Arc::clone(&self.0.engine);
         blocking(move || {
             let params = &resolved.params;

@@ -7,4 +7,5 @@ mod daemon_curio;
 mod daemon_filecoin;
 mod daemon_filecoin_load;
 mod filecoin;
+mod params_check;
 mod setup_gpu;

@@ -9,6 +9,7 @@
 
 mod bad_requests;
 mod c_core;
+mod check_params;
 mod clients;
 mod command_line;
 mod shutdown;
