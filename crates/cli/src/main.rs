@@ -283,6 +283,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(log_colour())
         .init();
     // `cuzk prove porep-c2|winning-post|window-post|snap-deals ...`: Filecoin proofs
     // (filecoin.rs).
@@ -295,6 +296,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Colour in log lines only for a person at a terminal: never into a file,
+/// a pipe or journald, and never with `NO_COLOR` set (no-color.org).
+fn log_colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn run(cli: Cli) -> Result<()> {

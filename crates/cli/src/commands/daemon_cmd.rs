@@ -38,6 +38,11 @@ pub struct DaemonArgs {
     /// An engine setting as `key=value` (repeatable), e.g. `backend=cpu`.
     #[arg(long = "engine", value_name = "KEY=VALUE")]
     pub engine: Vec<String>,
+    /// Read and check the configuration (file, options, directories), say
+    /// what is wrong or print where it would listen, and exit without
+    /// serving (for a systemd unit's ExecStartPre or before a restart).
+    #[arg(long)]
+    pub check: bool,
 }
 
 fn config(args: &DaemonArgs) -> Result<DaemonConfig> {
@@ -84,6 +89,19 @@ fn config(args: &DaemonArgs) -> Result<DaemonConfig> {
 pub fn daemon(args: DaemonArgs) -> Result<()> {
     let config = config(&args)?;
     config.check()?;
+    if args.check {
+        for warning in config.exposure_warnings() {
+            tracing::warn!("{warning}");
+        }
+        println!(
+            "cuzk daemon: the configuration is valid (listen {}, metrics {})",
+            config.listen,
+            config
+                .metrics_addr()?
+                .map_or_else(|| "off".into(), |a| a.to_string())
+        );
+        return Ok(());
+    }
     let engine = Engine::new(config.engine.clone()).context("starting the engine")?;
     runtime()?.block_on(async move {
         let running = daemon::start(config, engine).await?;

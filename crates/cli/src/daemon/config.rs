@@ -12,6 +12,11 @@ use anyhow::{Context, Result, bail};
 use cuzk_engine::{ByteSize, EngineConfig};
 use serde::{Deserialize, Serialize};
 
+pub use super::allow::ClientNet;
+
+mod checks;
+pub use checks::MAX_CONFIG_BYTES;
+
 /// Where a server listens or a client connects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Address {
@@ -95,13 +100,24 @@ pub struct DaemonConfig {
     /// Where the gRPC service listens: a Unix socket (the default, see
     /// [`default_address`]) or a TCP address.
     pub listen: Address,
-    /// Permission bits of the Unix socket (0o600: its owner only).
+    /// Permission bits of the Unix socket (0o600: its owner only; 0o660:
+    /// its group too). Bits outside 0o777 (setuid, setgid, sticky) are
+    /// refused; so is writable by others (0o002) unless `allow_world_socket`.
     pub socket_mode: u32,
+    /// Let `socket_mode` make the socket writable by every local user (who
+    /// can then prove, cancel anyone's job and shut the daemon down).
+    pub allow_world_socket: bool,
     /// Where `/metrics` is served (Prometheus text format); "" turns it off.
     pub metrics_listen: String,
     /// Allow `listen` / `metrics_listen` on addresses other than loopback.
     /// The API has no authentication: only for a network you trust.
     pub allow_remote: bool,
+    /// The networks TCP clients (of `listen` and `metrics_listen`) must
+    /// connect from, in CIDR notation (`10.0.0.0/8`, `fd00::/8`) or single
+    /// addresses; a connection from elsewhere is closed as it is accepted.
+    /// Empty: anyone who can reach the port (loopback only unless
+    /// `allow_remote`).
+    pub allowed_clients: Vec<ClientNet>,
     /// Directories whose parameter files requests may name by path.
     pub params_dirs: Vec<PathBuf>,
     /// Parameter sets by name (`name = "/path/to/file.params"`): requests
@@ -149,8 +165,10 @@ impl Default for DaemonConfig {
         DaemonConfig {
             listen: default_address(),
             socket_mode: 0o600,
+            allow_world_socket: false,
             metrics_listen: "127.0.0.1:9477".into(),
             allow_remote: false,
+            allowed_clients: Vec::new(),
             params_dirs: Vec::new(),
             param_sets: BTreeMap::new(),
             preload: Vec::new(),
@@ -169,10 +187,10 @@ impl Default for DaemonConfig {
 }
 
 impl DaemonConfig {
-    /// Reads a TOML file.
+    /// Reads a TOML file: a regular file of at most [`MAX_CONFIG_BYTES`]
+    /// (a device, FIFO or directory is refused before it is read).
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read daemon config {}", path.display()))?;
+        let text = checks::read_config_text(path)?;
         Self::from_toml_str(&text).with_context(|| format!("daemon config {}", path.display()))
     }
 
@@ -220,9 +238,8 @@ impl DaemonConfig {
                  serve metrics there anyway"
             );
         }
-        if self.max_partitions == 0 || self.max_jobs == 0 {
-            bail!("max_partitions and max_jobs must be at least 1");
-        }
+        checks::socket_mode(self.socket_mode, self.allow_world_socket)?;
+        checks::limits(self)?;
         for (name, secs) in [
             ("result_ttl_s", self.result_ttl_s),
             ("shutdown_grace_s", self.shutdown_grace_s),
@@ -236,7 +253,34 @@ impl DaemonConfig {
                 );
             }
         }
+        checks::directories(self)?;
         Ok(())
+    }
+
+    /// Listeners open to any host that can reach them (a non-loopback
+    /// address with `allow_remote` and no `allowed_clients`): one warning
+    /// line for each, for the operator's log.
+    pub fn exposure_warnings(&self) -> Vec<String> {
+        if !self.allowed_clients.is_empty() {
+            return Vec::new();
+        }
+        let metrics = self.metrics_addr().ok().flatten();
+        let listen = match &self.listen {
+            Address::Tcp(a) => Some(*a),
+            Address::Unix(_) => None,
+        };
+        [("listen", listen), ("metrics_listen", metrics)]
+            .into_iter()
+            .filter_map(|(name, a)| {
+                let a = a.filter(|a| !a.ip().is_loopback())?;
+                Some(format!(
+                    "{name} = \"{a}\" with allow_remote = true and no allowed_clients: any host \
+                     that can reach this port can use an API without authentication; list the \
+                     clients' networks in allowed_clients (e.g. [\"10.0.0.0/8\"]) and firewall \
+                     the port"
+                ))
+            })
+            .collect()
     }
 }
 

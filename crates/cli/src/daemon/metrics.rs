@@ -28,6 +28,7 @@ pub struct Metrics {
     verify_seconds: HistogramVec,
     stage_seconds: HistogramVec,
     rejected: IntCounterVec,
+    connections_refused: IntCounterVec,
     busy_total: prometheus::CounterVec,
     busy_fraction: GaugeVec,
     memory: IntGaugeVec,
@@ -123,6 +124,12 @@ impl Metrics {
                 "requests_rejected_total",
                 "Requests refused before a job was made, by gRPC status code",
                 &["code"],
+            )?,
+            connections_refused: counter(
+                "connections_refused_total",
+                "TCP connections closed at accept: the peer is not in allowed_clients, by \
+                 listener (grpc, metrics)",
+                &["listener"],
             )?,
             busy_total,
             busy_fraction,
@@ -226,6 +233,13 @@ impl Metrics {
             .inc();
     }
 
+    /// A TCP connection closed at accept (`allowed_clients`).
+    pub fn refuse_connection(&self, listener: &str) {
+        self.connections_refused
+            .with_label_values(&[listener])
+            .inc();
+    }
+
     /// Reads the engine's gauges and renders every metric as text.
     pub fn render(&self, engine: &Engine) -> String {
         let status = engine.status();
@@ -323,6 +337,7 @@ pub async fn serve(
     metrics: Arc<Metrics>,
     engine: Arc<Engine>,
     stop: tokio::sync::watch::Receiver<bool>,
+    gate: super::allow::Gate,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     use hyper::body::Incoming;
     use hyper::{Request, Response, StatusCode};
@@ -338,7 +353,12 @@ pub async fn serve(
                 a = listener.accept() => a,
                 _ = stop.wait_for(|s| *s) => return,
             };
-            let Ok((stream, _)) = accepted else { continue };
+            let Ok((stream, peer)) = accepted else {
+                continue;
+            };
+            if !gate.admit(peer.ip(), "metrics") {
+                continue;
+            }
             let (metrics, engine) = (Arc::clone(&metrics), Arc::clone(&engine));
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {

@@ -7,7 +7,9 @@
 //! The daemon never writes proofs to disk: they go back to the client as
 //! bytes, and the client writes them (atomically).
 
+pub mod allow;
 mod authority;
+mod cleanup;
 pub mod config;
 pub mod curio;
 pub mod filecoin;
@@ -170,6 +172,9 @@ fn is_shared_tmp_dir(dir: &Path) -> bool {
 /// Starts serving `engine` as `config` says. Call inside a tokio runtime.
 pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
     config.check()?;
+    if let Some(dir) = &config.engine.pce_cache_dir {
+        cleanup::sweep_pce_dir(dir, std::time::SystemTime::now());
+    }
     let engine = Arc::new(engine);
     let metrics = Metrics::new()?;
     {
@@ -216,6 +221,7 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
                 Arc::clone(&daemon.metrics),
                 Arc::clone(&daemon.engine),
                 server_stop.clone(),
+                allow::Gate::new(&daemon.config.allowed_clients, Arc::clone(&daemon.metrics)),
             )
             .await?;
             Some(bound)
@@ -258,13 +264,19 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let bound = listener.local_addr()?;
-            let server = tokio::spawn(
-                router.serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopped),
-            );
+            // Peers outside allowed_clients are closed at accept, before
+            // any HTTP/2 or gRPC is read.
+            let gate =
+                allow::Gate::new(&daemon.config.allowed_clients, Arc::clone(&daemon.metrics));
+            let incoming = gate.filter(TcpListenerStream::new(listener), "grpc");
+            let server = tokio::spawn(router.serve_with_incoming_shutdown(incoming, stopped));
             (Address::Tcp(bound), None, server)
         }
     };
     tracing::info!(%address, ?metrics_address, "cuzk daemon listening");
+    for warning in daemon.config.exposure_warnings() {
+        tracing::warn!("{warning}");
+    }
 
     let d = Arc::clone(&daemon);
     let task = tokio::spawn(async move {

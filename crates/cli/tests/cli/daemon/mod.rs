@@ -12,6 +12,7 @@ mod c_core;
 mod check_params;
 mod clients;
 mod command_line;
+mod operations;
 mod shutdown;
 mod soak;
 
