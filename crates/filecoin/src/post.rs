@@ -8,6 +8,14 @@
 //! The input file is cuzk's own JSON ([`PostRequest`]): the registered
 //! proof, the challenge randomness, the prover id and the vanilla proofs
 //! as filecoin-proofs serializes `FallbackPoStSectorProof`.
+//!
+//! The engine synthesizes a partition's witness with its sectors' heads
+//! and inclusion paths in parallel ([`witness()`]); storage-proofs' own
+//! synthesis stays for the PCE and for bellperson.
+
+mod witness;
+
+pub use witness::witness;
 
 use std::path::Path;
 
@@ -433,7 +441,7 @@ pub fn partitions<Tree: 'static + MerkleTreeTrait>(
         params: param_files::<Tree>(&pub_params, param_dir),
         circuits,
         priority,
-        witness: cuzk_synth::Witness::synthesize_with_capacity,
+        witness: witness::<Tree>,
     })
 }
 

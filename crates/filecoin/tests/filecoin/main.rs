@@ -4,5 +4,6 @@ mod blank_pce;
 mod common;
 mod porep;
 mod post;
+mod post_witness;
 mod synthetic;
 mod update;
