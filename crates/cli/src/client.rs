@@ -64,6 +64,8 @@ pub struct Finished {
     pub proof: Vec<u8>,
     /// The daemon verified the Filecoin proof before replying.
     pub verified: bool,
+    /// Where the job's time went.
+    pub timing: Option<proto::JobTiming>,
 }
 
 /// Reads a job's stream to its end, passing each progress update to
@@ -89,6 +91,7 @@ pub async fn follow(
                     seconds: p.seconds,
                     proof: p.proof,
                     verified: p.verified,
+                    timing: p.timing,
                 });
             }
             None => {}

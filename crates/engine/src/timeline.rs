@@ -34,6 +34,10 @@ pub const KERNEL_REGION: &str = "kernel_region";
 pub const EPILOGUE: &str = "epilogue";
 /// The prep phase's stage name (uploads, and a/b/c on the device).
 pub const PREP: &str = "prep";
+/// The stage name of a parameter set's load for the job that needed it.
+pub const PARAMS_LOAD: &str = "params_load";
+/// The stage name of a partition's witness (synthesis) on the host.
+pub const WITNESS: &str = "witness";
 
 /// One stage of one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -144,6 +144,11 @@ pub struct DaemonConfig {
     /// The largest request message (a 32 GiB PoRep C1 output is about
     /// 50 MB of JSON).
     pub max_request_bytes: ByteSize,
+    /// The request bytes being received and parsed at once, at least
+    /// `max_request_bytes`: parsing a request takes about four times its
+    /// size, so this bounds that memory; a request that finds it spent
+    /// waits for the earlier ones.
+    pub max_parsing_bytes: ByteSize,
     /// The most partitions in one request.
     pub max_partitions: usize,
     /// The most constraints of a requested circuit (checked before
@@ -176,6 +181,7 @@ impl Default for DaemonConfig {
             verify_proofs: true,
             check_params: false,
             max_request_bytes: ByteSize(128 << 20),
+            max_parsing_bytes: ByteSize(512 << 20),
             max_partitions: 1024,
             max_constraints: 1 << 28,
             max_jobs: 4096,
@@ -240,6 +246,15 @@ impl DaemonConfig {
         }
         checks::socket_mode(self.socket_mode, self.allow_world_socket)?;
         checks::limits(self)?;
+        if self.max_parsing_bytes.0 < self.max_request_bytes.0 {
+            bail!(
+                "max_parsing_bytes = {} is below max_request_bytes = {}: the largest request \
+                 could never be parsed; raise max_parsing_bytes (about 4 x its value is what \
+                 parsing such requests takes) or lower max_request_bytes",
+                self.max_parsing_bytes,
+                self.max_request_bytes
+            );
+        }
         for (name, secs) in [
             ("result_ttl_s", self.result_ttl_s),
             ("shutdown_grace_s", self.shutdown_grace_s),

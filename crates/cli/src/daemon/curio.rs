@@ -25,6 +25,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use cuzk_engine::Priority;
@@ -39,7 +41,8 @@ use tonic::{Code, Request, Response, Status};
 use super::Daemon;
 use super::config::DaemonConfig;
 use super::filecoin::{self, Checked, Input, status_of_filecoin};
-use super::jobs::{Outcome, Tracked};
+use super::jobs::{Api, Outcome, Tracked};
+use super::request::quoted;
 use super::service::{Service, blocking};
 use crate::curio_proto as pb;
 use pb::await_proof_response::Status as AwaitStatus;
@@ -103,20 +106,53 @@ pub fn update_proof_name(n: u64) -> Option<String> {
     (n < 5).then(|| format!("StackedDrg{}V1", SIZES[n as usize]))
 }
 
-/// One request id the service has seen: a digest of what it asked for and
-/// the job made for it.
-#[derive(Debug, Clone, Copy)]
-struct Seen {
-    digest: u64,
-    job: u64,
+/// What a request id stands for.
+#[derive(Debug, Clone)]
+enum Seen {
+    /// A call is checking and submitting the request: repeats wait for it.
+    Submitting {
+        digest: u64,
+        done: watch::Receiver<Option<Result<u64, Status>>>,
+    },
+    /// The job made for it.
+    Job { digest: u64, job: u64 },
+}
+
+impl Seen {
+    fn digest(&self) -> u64 {
+        match self {
+            Seen::Submitting { digest, .. } | Seen::Job { digest, .. } => *digest,
+        }
+    }
+}
+
+/// The prefix of the job ids this service hands out (`job-144`): apart
+/// from any decimal or other request id a client may choose.
+const JOB_PREFIX: &str = "job-";
+
+/// A job's id as `cuzk.v1.ProvingEngine` names it.
+pub fn curio_job_id(job: u64) -> String {
+    format!("{JOB_PREFIX}{job}")
 }
 
 /// `cuzk.v1.ProvingEngine` over one daemon.
 #[derive(Debug)]
 pub struct CurioService {
     daemon: Arc<Daemon>,
-    /// request_id -> its job, while the daemon still tracks the job.
+    /// request_id -> its job (or the call making it), while the daemon
+    /// still tracks the job.
     requests: Mutex<HashMap<String, Seen>>,
+}
+
+/// What a submission found under its request id.
+enum Found {
+    /// Its job: running, or ended with its proof.
+    Job(Arc<Tracked>),
+    /// Another call is submitting the same request: wait for its job.
+    Wait(watch::Receiver<Option<Result<u64, Status>>>),
+    /// Nothing to reuse: this call submits, and tells waiters through
+    /// the sender.
+    Submit(watch::Sender<Option<Result<u64, Status>>>),
 }
 
 fn invalid(message: String) -> Status {
@@ -345,9 +381,20 @@ pub fn check(config: &DaemonConfig, req: &pb::SubmitProofRequest) -> Result<Chec
 }
 
 /// The reply to an await: the outcome, or `None` when the wait ended first.
-fn await_reply(job_id: String, outcome: Option<Outcome>) -> pb::AwaitProofResponse {
+/// The reply to an await of job `t`: its outcome, or `None` when the wait
+/// ended first; the timing fields from the job's timeline so far.
+fn await_reply(t: &Tracked, now_us: u64, outcome: Option<Outcome>) -> pb::AwaitProofResponse {
+    let timing = match &outcome {
+        Some(Ok(p)) => p.timing.clone(),
+        _ => None,
+    }
+    .unwrap_or_else(|| t.timing.report(now_us));
     let mut r = pb::AwaitProofResponse {
-        job_id,
+        job_id: curio_job_id(t.id),
+        queue_wait_ms: timing.queue_wait_ms,
+        srs_load_ms: timing.params_load_ms,
+        synthesis_ms: timing.synthesis_ms,
+        gpu_compute_ms: timing.gpu_compute_ms,
         ..pb::AwaitProofResponse::default()
     };
     let status = match outcome {
@@ -421,81 +468,135 @@ impl CurioService {
         self.requests.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The engine timeline's present.
+    fn now_us(&self) -> u64 {
+        self.daemon
+            .engine
+            .timeline()
+            .micros(std::time::Instant::now())
+    }
+
     /// Counts a refusal before passing it on.
     fn refuse(&self, s: Status) -> Status {
         self.daemon.metrics.rejected(s.code());
-        s
+        super::request::bounded(s)
     }
 
-    /// The job `id` names: the daemon's job number, or a request id.
+    /// The job `id` names: a request id first (whatever its form), else a
+    /// job id this service handed out (`job-144`). A bare job number is
+    /// not a job id here: it would reach jobs of other clients.
     fn find(&self, id: &str) -> Option<Arc<Tracked>> {
-        if let Ok(n) = id.trim().parse::<u64>()
-            && let Some(t) = self.daemon.jobs.get(n)
-        {
-            return Some(t);
+        if let Some(Seen::Job { job, .. }) = self.requests().get(id) {
+            return self.daemon.jobs.get(*job);
         }
-        let job = self.requests().get(id).map(|s| s.job)?;
-        self.daemon.jobs.get(job)
+        let n = id.strip_prefix(JOB_PREFIX)?.parse::<u64>().ok()?;
+        self.daemon.jobs.get(n).filter(|t| t.api == Api::Curio)
     }
 
     fn not_found(id: &str) -> Status {
         Status::not_found(format!(
-            "no job {id:?}: never submitted here, or its outcome expired (result_ttl_s)"
+            "no job {}: never submitted here, or its outcome expired (result_ttl_s)",
+            quoted(id)
         ))
     }
 
-    /// The job an earlier request with this id and digest made, while it
-    /// runs or once it has its proof; a failed or cancelled one is proved
-    /// again.
-    async fn earlier(&self, request_id: &str, digest: u64) -> Option<Arc<Tracked>> {
-        let job = {
-            let requests = self.requests();
-            let seen = requests.get(request_id)?;
-            if seen.digest != digest {
-                return None;
+    /// Looks up `request_id` and, in the same critical section, claims it
+    /// when nothing reusable is there: an earlier job with the same digest
+    /// while it runs or once it has its proof, or a call submitting the
+    /// same request now. A failed or cancelled job is proved again; a
+    /// request id reused with other inputs names the new job from now on.
+    fn claim(&self, request_id: &str, digest: u64) -> Found {
+        let mut requests = self.requests();
+        if let Some(seen) = requests.get(request_id).filter(|s| s.digest() == digest) {
+            match seen {
+                Seen::Submitting { done, .. } => return Found::Wait(done.clone()),
+                Seen::Job { job, .. } => {
+                    if let Some(t) = self.daemon.jobs.get(*job)
+                        && t.succeeded() != Some(false)
+                    {
+                        return Found::Job(t);
+                    }
+                }
             }
-            seen.job
-        };
-        let t = self.daemon.jobs.get(job)?;
-        if !t.ended() {
-            return Some(t);
         }
-        match t.outcome(Some(Duration::ZERO)).await {
-            Some(Ok(_)) => Some(t),
-            _ => None,
-        }
+        let jobs = &self.daemon.jobs;
+        requests.retain(|_, s| match s {
+            Seen::Submitting { .. } => true,
+            Seen::Job { job, .. } => jobs.get(*job).is_some(),
+        });
+        let (tx, rx) = watch::channel(None);
+        requests.insert(request_id.to_owned(), Seen::Submitting { digest, done: rx });
+        Found::Submit(tx)
     }
 
     async fn submit(&self, req: pb::SubmitProofRequest) -> Result<Arc<Tracked>, Status> {
-        let daemon = &self.daemon;
         let req = Arc::new(req);
         let request_id = req.request_id.clone();
-        let digest = if request_id.is_empty() {
-            None
-        } else {
-            let r = Arc::clone(&req);
-            let d = blocking(move || digest(&r)).await?;
-            if let Some(t) = self.earlier(&request_id, d).await {
-                tracing::info!(job = t.id, %request_id, "Curio request repeated: its job already exists");
-                return Ok(t);
+        if request_id.is_empty() {
+            return self.submit_new(&req).await;
+        }
+        let r = Arc::clone(&req);
+        let digest = blocking(move || digest(&r)).await?;
+        loop {
+            match self.claim(&request_id, digest) {
+                Found::Job(t) => {
+                    tracing::info!(job = t.id, request_id = %quoted(&request_id), "Curio request repeated: its job already exists");
+                    return Ok(t);
+                }
+                Found::Wait(mut done) => {
+                    // The submitting call always says how it went: its
+                    // sender goes (and the wait ends) when it returns.
+                    let outcome = done
+                        .wait_for(Option::is_some)
+                        .await
+                        .ok()
+                        .and_then(|r| (*r).clone());
+                    match outcome {
+                        Some(Ok(job)) => {
+                            if let Some(t) = self.daemon.jobs.get(job) {
+                                return Ok(t);
+                            }
+                        }
+                        Some(Err(s)) => return Err(s),
+                        // Its call was dropped before it knew: claim again.
+                        None => {}
+                    }
+                }
+                Found::Submit(tx) => {
+                    let made = self.submit_new(&req).await;
+                    let mut requests = self.requests();
+                    match &made {
+                        Ok(t) => {
+                            requests.insert(request_id.clone(), Seen::Job { digest, job: t.id });
+                        }
+                        Err(_) => {
+                            if matches!(requests.get(&request_id), Some(Seen::Submitting { digest: d, .. }) if *d == digest)
+                            {
+                                requests.remove(&request_id);
+                            }
+                        }
+                    }
+                    drop(requests);
+                    tx.send_replace(Some(made.as_ref().map(|t| t.id).map_err(Clone::clone)));
+                    return made;
+                }
             }
-            Some(d)
-        };
+        }
+    }
+
+    /// Checks and submits a request as a new job.
+    async fn submit_new(&self, req: &Arc<pb::SubmitProofRequest>) -> Result<Arc<Tracked>, Status> {
+        let daemon = &self.daemon;
         let _admitted = Service(Arc::clone(daemon)).admit()?;
         let config = daemon.config.clone();
-        let r = Arc::clone(&req);
+        let r = Arc::clone(req);
         let checked = blocking(move || check(&config, &r))
             .await?
             .map_err(|s| self.refuse(s))?;
-        let t = filecoin::submit_checked(daemon, checked)
+        let t = filecoin::submit_checked(daemon, checked, Api::Curio)
             .await
             .map_err(|s| self.refuse(s))?;
-        tracing::info!(job = t.id, %request_id, miner = req.miner_id, "Curio request submitted");
-        if let Some(digest) = digest {
-            let mut requests = self.requests();
-            requests.retain(|_, s| daemon.jobs.get(s.job).is_some());
-            requests.insert(request_id, Seen { digest, job: t.id });
-        }
+        tracing::info!(job = t.id, request_id = %quoted(&req.request_id), miner = req.miner_id, "Curio request submitted");
         Ok(t)
     }
 }
@@ -515,7 +616,7 @@ impl ProvingEngine for CurioService {
             .filter(|j| j.id < t.id && !j.ended())
             .count();
         Ok(Response::new(pb::SubmitProofResponse {
-            job_id: t.id.to_string(),
+            job_id: curio_job_id(t.id),
             queue_position: u32::try_from(ahead).unwrap_or(u32::MAX),
             assigned_gpu: String::new(),
         }))
@@ -531,7 +632,7 @@ impl ProvingEngine for CurioService {
             .ok_or_else(|| Self::not_found(&req.job_id))?;
         let timeout = (req.timeout_ms > 0).then(|| Duration::from_millis(req.timeout_ms));
         let outcome = t.outcome(timeout).await;
-        Ok(Response::new(await_reply(t.id.to_string(), outcome)))
+        Ok(Response::new(await_reply(&t, self.now_us(), outcome)))
     }
 
     async fn prove(
@@ -548,7 +649,7 @@ impl ProvingEngine for CurioService {
         // request (same request_id) finds it.
         let outcome = t.outcome(None).await;
         Ok(Response::new(pb::ProveResponse {
-            result: Some(await_reply(t.id.to_string(), outcome)),
+            result: Some(await_reply(&t, self.now_us(), outcome)),
         }))
     }
 
@@ -575,6 +676,8 @@ impl ProvingEngine for CurioService {
         let (s, metrics) =
             blocking(move || (daemon.status(), daemon.metrics.render(&daemon.engine))).await?;
         let (done, failed) = job_totals(&metrics);
+        let config = self.daemon.config.clone();
+        let curio_ids = blocking(move || curio_circuit_ids(&config)).await?;
         let mut queues: Vec<pb::QueueStatus> = Vec::new();
         for j in &s.jobs {
             let kind = kind_name(&j.circuit);
@@ -604,19 +707,36 @@ impl ProvingEngine for CurioService {
         Ok(Response::new(pb::GetStatusResponse {
             gpus: devices
                 .iter()
-                .map(|d| pb::GpuStatus {
-                    ordinal: u32::try_from(d.ordinal).unwrap_or(u32::MAX),
-                    name: format!("{backend} device {}", d.ordinal),
-                    vram_total_bytes: d.capacity_bytes,
-                    vram_free_bytes: d.capacity_bytes.saturating_sub(d.reserved_bytes),
-                    ..pb::GpuStatus::default()
+                .map(|d| {
+                    // Its first current job (the lowest id), as this API
+                    // names jobs: a job of cuzk.v1.Cuzk by its number.
+                    let current = d.current_jobs.first().and_then(|&id| {
+                        let t = self.daemon.jobs.get(id)?;
+                        let name = match t.api {
+                            Api::Curio => curio_job_id(id),
+                            Api::Cuzk => id.to_string(),
+                        };
+                        Some((name, kind_name(&t.circuit)))
+                    });
+                    let (current_job_id, current_proof_kind) = current.unwrap_or_default();
+                    pb::GpuStatus {
+                        ordinal: u32::try_from(d.ordinal).unwrap_or(u32::MAX),
+                        name: format!("{backend} device {}", d.ordinal),
+                        vram_total_bytes: d.capacity_bytes,
+                        vram_free_bytes: d.capacity_bytes.saturating_sub(d.reserved_bytes),
+                        current_job_id,
+                        current_proof_kind,
+                    }
                 })
                 .collect(),
             loaded_srs: s
                 .params
                 .iter()
                 .map(|p| pb::SrsStatus {
-                    circuit_id: p.id.clone(),
+                    circuit_id: curio_ids
+                        .get(&p.id)
+                        .cloned()
+                        .unwrap_or_else(|| p.id.clone()),
                     tier: pb::srs_status::Tier::Hot as i32,
                     size_bytes: p.bytes,
                     ref_count: p.users,
@@ -682,6 +802,21 @@ impl ProvingEngine for CurioService {
     }
 }
 
+/// Curio's circuit ids of the parameter files present in the daemon's
+/// Filecoin parameter cache, by the engine's id of each file.
+fn curio_circuit_ids(config: &DaemonConfig) -> HashMap<String, String> {
+    let mut ids = HashMap::new();
+    for kind in ["porep", "wpost", "winning", "snap"] {
+        for size in ["2k", "8m", "512m", "32g", "64g"] {
+            let id = format!("{kind}-{size}");
+            if let Ok(params) = srs_params(config, &id) {
+                ids.entry(params.to_string()).or_insert(id);
+            }
+        }
+    }
+    ids
+}
+
 /// Curio's circuit id (`porep-32g`, `wpost-32g`, `winning-32g`, `snap-32g`;
 /// sizes `2k`, `8m`, `512m`, `32g`, `64g`) as the parameter file of that
 /// circuit in the daemon's Filecoin parameter cache: PoRep as
@@ -691,8 +826,9 @@ pub fn srs_params(config: &DaemonConfig, id: &str) -> Result<cuzk_engine::Params
     use crate::proto::params_spec::Source;
     let unknown = || {
         invalid(format!(
-            "unknown circuit id {id:?}: expected porep-, wpost-, winning- or snap- followed by \
-             2k, 8m, 512m, 32g or 64g (e.g. porep-32g)"
+            "unknown circuit id {}: expected porep-, wpost-, winning- or snap- followed by \
+             2k, 8m, 512m, 32g or 64g (e.g. porep-32g)",
+            quoted(id)
         ))
     };
     let (kind, size) = id.split_once('-').ok_or_else(unknown)?;

@@ -15,7 +15,7 @@ use tonic::{Code, Status};
 
 use super::Daemon;
 use super::config::DaemonConfig;
-use super::jobs::{JobKind, Jobs, Tracked};
+use super::jobs::{Api, JobKind, Jobs, Tracked};
 use super::request::{explicit_randomness, priority_from_proto, seeded_randomness, status_of};
 use crate::proto;
 
@@ -48,6 +48,7 @@ pub struct Checked {
 pub async fn submit_checked(
     daemon: &Arc<Daemon>,
     checked: Checked,
+    api: Api,
 ) -> Result<Arc<Tracked>, Status> {
     let checked = Arc::new(checked);
     let engine = Arc::clone(&daemon.engine);
@@ -73,6 +74,7 @@ pub async fn submit_checked(
         checked.label.clone(),
         checked.partitions as u32,
         JobKind::Filecoin(verifier),
+        api,
     ))
 }
 

@@ -3,7 +3,7 @@
 //! timeline call reports.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use tonic::Status;
 
 use super::Daemon;
 use super::request::status_of;
+use super::timing::{Timing, Timings};
 use crate::proto;
 
 /// How a job ended, as its awaiters receive it.
@@ -42,6 +43,16 @@ impl std::fmt::Debug for JobKind {
     }
 }
 
+/// The interface a job was submitted through: each names jobs its own way
+/// (`cuzk.v1.ProvingEngine` as `job-<id>` or by request id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `cuzk.v1.Cuzk`.
+    Cuzk,
+    /// Curio's `cuzk.v1.ProvingEngine`.
+    Curio,
+}
+
 /// One job the daemon tracks.
 #[derive(Debug)]
 pub struct Tracked {
@@ -49,7 +60,10 @@ pub struct Tracked {
     pub circuit: String,
     pub priority: Priority,
     pub partitions: u32,
+    pub api: Api,
     pub proved: AtomicU32,
+    /// Where its time went (from the engine's timeline).
+    pub timing: Arc<Timing>,
     canceller: JobCanceller,
     progress: broadcast::Sender<proto::Progress>,
     result: watch::Sender<Option<Outcome>>,
@@ -85,9 +99,24 @@ impl Tracked {
         }
     }
 
+    /// Whether the job ended with its proofs: `None` while it runs.
+    pub fn succeeded(&self) -> Option<bool> {
+        self.result.borrow().as_ref().map(Result::is_ok)
+    }
+
     fn ended_at(&self) -> Option<Instant> {
         *self.ended_at.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Who reads a job's stream: the call that submitted the job (its
+/// disconnect cancels the job) or anyone else watching it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watcher {
+    /// `cuzk.v1.Cuzk/Prove`'s own stream.
+    Submitter,
+    /// `AwaitJob`: a watcher that may leave at any time.
+    Other,
 }
 
 /// Jobs by id and the current run.
@@ -95,6 +124,10 @@ impl Tracked {
 pub struct Jobs {
     map: Mutex<HashMap<u64, Arc<Tracked>>>,
     run: Mutex<Run>,
+    /// Every job's timing, filled by the engine's timeline.
+    pub timings: Timings,
+    /// The highest job id tracked so far.
+    latest: AtomicU64,
 }
 
 /// A run: a stretch of time during which the daemon always had a job.
@@ -141,15 +174,22 @@ impl Jobs {
 
     fn forget(&self, id: u64) {
         self.map().remove(&id);
+        self.timings.retain(|j| j != id);
     }
 
-    /// Drops ended jobs whose outcome nobody fetched within `ttl`.
+    /// Drops ended jobs whose outcome nobody fetched within `ttl`, and the
+    /// timings of jobs no longer tracked (a job not tracked yet, with a
+    /// higher id, keeps its timing).
     pub fn expire(&self, ttl: Duration) {
         let now = Instant::now();
-        self.map().retain(|_, t| {
+        let mut map = self.map();
+        map.retain(|_, t| {
             t.ended_at()
                 .is_none_or(|at| now.saturating_duration_since(at) < ttl)
         });
+        let latest = self.latest.load(Ordering::SeqCst);
+        self.timings
+            .retain(|id| id > latest || map.contains_key(&id));
     }
 
     /// Starts tracking a job the engine accepted, and the task that follows
@@ -160,15 +200,22 @@ impl Jobs {
         circuit: String,
         partitions: u32,
         kind: JobKind,
+        api: Api,
     ) -> Arc<Tracked> {
         let (progress, _) = broadcast::channel(256);
         let (result, _) = watch::channel(None);
+        let id = handle.id().0;
+        let timing = daemon.jobs.timings.of(id);
+        let timeline = daemon.engine.timeline();
+        timing.submitted(timeline.micros(Instant::now()));
         let tracked = Arc::new(Tracked {
-            id: handle.id().0,
+            id,
             circuit,
             priority: handle.priority(),
             partitions,
+            api,
             proved: AtomicU32::new(0),
+            timing,
             canceller: handle.canceller(),
             progress,
             result,
@@ -176,6 +223,7 @@ impl Jobs {
             abandoned: AtomicBool::new(false),
         });
         daemon.jobs.map().insert(tracked.id, Arc::clone(&tracked));
+        daemon.jobs.latest.fetch_max(tracked.id, Ordering::SeqCst);
         {
             let mut run = daemon.jobs.run();
             if run.active == 0 {
@@ -240,6 +288,10 @@ impl Jobs {
                         .collect();
                     let reply = proto::Proofs {
                         seconds: took.as_secs_f64(),
+                        timing: Some(
+                            t.timing
+                                .report(daemon.engine.timeline().micros(Instant::now())),
+                        ),
                         ..proto::Proofs::default()
                     };
                     match kind {
@@ -335,11 +387,13 @@ impl Jobs {
     }
 
     /// A stream of the job's progress, then its proofs (or its error). If
-    /// the stream is dropped before the outcome is sent (the client went
-    /// away), the job is cancelled.
+    /// the submitter's stream ([`Watcher::Submitter`]) is dropped before the
+    /// outcome is sent (the client went away), the job is cancelled; a
+    /// watcher's stream ([`Watcher::Other`], `AwaitJob`) never cancels it.
     pub fn stream(
         daemon: &Arc<Daemon>,
         t: Arc<Tracked>,
+        who: Watcher,
     ) -> ReceiverStream<Result<proto::JobUpdate, Status>> {
         let (tx, rx) = mpsc::channel(64);
         let daemon = Arc::clone(daemon);
@@ -348,6 +402,10 @@ impl Jobs {
             let mut result = t.result.subscribe();
             let id = t.id;
             let abandon = |t: &Tracked| {
+                if who == Watcher::Other {
+                    // Someone watching: the job is not theirs to end.
+                    return;
+                }
                 if !t.ended() {
                     tracing::info!(job = t.id, "the client went away: cancelling its job");
                     t.abandoned.store(true, Ordering::SeqCst);
@@ -364,9 +422,13 @@ impl Jobs {
                         job_id: id,
                         update: Some(proto::job_update::Update::Proofs(proofs)),
                     });
-                    // Delivered or not, the outcome is gone from here.
+                    // Delivered or not, the submitter's outcome is gone
+                    // from here; for watchers it stays (result_ttl_s), so
+                    // a monitor never takes it from the submitter.
                     let _ = tx.send(update).await;
-                    daemon.jobs.forget(id);
+                    if who == Watcher::Submitter {
+                        daemon.jobs.forget(id);
+                    }
                     return;
                 }
                 tokio::select! {

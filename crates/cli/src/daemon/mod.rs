@@ -15,8 +15,10 @@ pub mod curio;
 pub mod filecoin;
 pub mod jobs;
 pub mod metrics;
+pub mod parse_budget;
 pub mod request;
 pub mod service;
+pub mod timing;
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
@@ -194,6 +196,15 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
         changed: Notify::new(),
         submitting: std::sync::atomic::AtomicUsize::new(0),
     });
+    {
+        // Weak: the engine (and so its observers) lives inside the daemon.
+        let d = Arc::downgrade(&daemon);
+        daemon.engine.timeline().add_observer(Box::new(move |span| {
+            if let Some(d) = d.upgrade() {
+                d.jobs.timings.observe(span);
+            }
+        }));
+    }
     for p in &daemon.config.preload {
         let spec = crate::proto::ParamsSpec {
             source: Some(if daemon.config.param_sets.contains_key(p) {
@@ -242,6 +253,9 @@ pub async fn start(config: DaemonConfig, engine: Engine) -> Result<Running> {
     let router = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .layer(parse_budget::ParseLimitLayer(
+            parse_budget::ParseBudget::new(daemon.config.max_parsing_bytes.0),
+        ))
         .add_service(service)
         .add_service(curio);
     let mut server_stop_wait = server_stop.clone();

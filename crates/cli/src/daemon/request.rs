@@ -59,6 +59,49 @@ pub fn priority_to_proto(p: Priority) -> proto::Priority {
     }
 }
 
+/// The most bytes of a client's value an error message quotes.
+pub const QUOTE_LIMIT: usize = 200;
+
+/// The most bytes of an error message sent back: a message built around
+/// a client's values stays well within what gRPC clients take as metadata
+/// (8 KiB in grpc-go and C-core).
+pub const MESSAGE_LIMIT: usize = 1024;
+
+/// A client's value for an error message: escaped, in backquotes, and cut
+/// to [`QUOTE_LIMIT`] bytes with its full length said.
+pub fn quoted(value: &str) -> String {
+    if value.len() <= QUOTE_LIMIT {
+        return format!("`{}`", value.escape_debug());
+    }
+    format!(
+        "`{}`... ({} bytes)",
+        truncated(value, QUOTE_LIMIT).escape_debug(),
+        value.len()
+    )
+}
+
+/// The longest prefix of `s` within `limit` bytes, cut at a character.
+fn truncated(s: &str, limit: usize) -> &str {
+    let mut end = limit.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `s` with its message cut to [`MESSAGE_LIMIT`] bytes: an error that
+/// quotes a client's value whole (a parser's message) still reaches it.
+pub fn bounded(s: Status) -> Status {
+    if s.message().len() <= MESSAGE_LIMIT {
+        return s;
+    }
+    let cut = truncated(s.message(), MESSAGE_LIMIT);
+    Status::new(
+        s.code(),
+        format!("{cut}... (message cut: {} bytes)", s.message().len()),
+    )
+}
+
 /// (r, s) of each partition from a seed, as `cuzk prove --rs-seed` draws
 /// them: the i-th pair from one ChaCha20 stream.
 pub fn seeded_randomness(seed: u64, partitions: usize) -> Vec<(Scalar, Scalar)> {
@@ -129,7 +172,8 @@ pub fn resolve_params(
             let path = config.param_sets.get(name).ok_or_else(|| {
                 let known: Vec<&str> = config.param_sets.keys().map(String::as_str).collect();
                 Status::not_found(format!(
-                    "unknown parameter set `{name}`; the daemon knows {}",
+                    "unknown parameter set {}; the daemon knows {}",
+                    quoted(name),
                     if known.is_empty() {
                         "none (configure [param_sets])".to_owned()
                     } else {
@@ -139,7 +183,8 @@ pub fn resolve_params(
             })?;
             let canonical = std::fs::canonicalize(path).map_err(|e| {
                 Status::not_found(format!(
-                    "parameter set `{name}`: cannot open {}: {e}",
+                    "parameter set {}: cannot open {}: {e}",
+                    quoted(name),
                     path.display()
                 ))
             })?;
@@ -219,11 +264,11 @@ pub fn confine(config: &DaemonConfig, path: &Path) -> Result<(PathBuf, File), St
         return Err(outside(path));
     }
     let file = open_nonblocking(&joined)
-        .map_err(|e| Status::not_found(format!("parameter file {}: {e}", path.display())))?;
+        .map_err(|e| Status::not_found(format!("parameter file {}: {e}", shown(path))))?;
     let real = opened_path(&file, &joined).map_err(|e| {
         Status::internal(format!(
             "cannot tell where parameter file {} is: {e}",
-            path.display()
+            shown(path)
         ))
     })?;
     if !allowed.iter().any(|d| real.starts_with(d)) {
@@ -234,7 +279,7 @@ pub fn confine(config: &DaemonConfig, path: &Path) -> Result<(PathBuf, File), St
     if !is_file {
         return Err(Status::invalid_argument(format!(
             "parameter path {} is not a file",
-            path.display()
+            shown(path)
         )));
     }
     Ok((real, file))
@@ -266,18 +311,31 @@ fn opened_path(file: &File, opened_by: &Path) -> std::io::Result<PathBuf> {
     }
 }
 
+/// A path a client sent, for a message.
+fn shown(path: &Path) -> String {
+    quoted(&path.to_string_lossy())
+}
+
 fn outside(path: &Path) -> Status {
     Status::permission_denied(format!(
         "parameter path {} is outside the daemon's allowed directories (params_dirs)",
-        path.display()
+        shown(path)
     ))
 }
 
 /// Checks a prove request.
 pub fn check(config: &DaemonConfig, req: &proto::ProveRequest) -> Result<Checked, Status> {
-    let spec: CircuitSpec = req.circuit.parse().map_err(|e| {
-        Status::invalid_argument(format!("circuit `{}`: {e}", req.circuit.escape_debug()))
-    })?;
+    if req.circuit.len() > QUOTE_LIMIT {
+        // A parser's message would quote it whole.
+        return Err(Status::invalid_argument(format!(
+            "circuit {} is not a circuit spec: specs are a few bytes (porep:24, mul-chain:20)",
+            quoted(&req.circuit)
+        )));
+    }
+    let spec: CircuitSpec = req
+        .circuit
+        .parse()
+        .map_err(|e| Status::invalid_argument(format!("circuit {}: {e}", quoted(&req.circuit))))?;
     let n = constraints(&spec);
     if n > config.max_constraints {
         return Err(Status::resource_exhausted(format!(

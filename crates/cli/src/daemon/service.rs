@@ -11,7 +11,7 @@ use tonic::{Request, Response, Status};
 
 use super::Daemon;
 use super::filecoin;
-use super::jobs::{JobKind, Jobs, Tracked};
+use super::jobs::{Api, JobKind, Jobs, Tracked, Watcher};
 use super::request::{self, priority_to_proto, status_of};
 use crate::proto::{self, cuzk_server::Cuzk};
 
@@ -47,7 +47,7 @@ impl Service {
     /// Counts a refusal before passing it on.
     fn refuse(&self, s: Status) -> Status {
         self.0.metrics.rejected(s.code());
-        s
+        request::bounded(s)
     }
 
     /// Refuses new work while shutting down or at `max_jobs`; otherwise a
@@ -142,6 +142,7 @@ impl Service {
             circuit,
             partitions,
             JobKind::Builtin,
+            Api::Cuzk,
         ))
     }
 
@@ -158,7 +159,7 @@ impl Service {
         let checked = blocking(move || filecoin::check(&config, &req, &fc))
             .await?
             .map_err(|s| self.refuse(s))?;
-        filecoin::submit_checked(daemon, checked)
+        filecoin::submit_checked(daemon, checked, Api::Cuzk)
             .await
             .map_err(|s| self.refuse(s))
     }
@@ -186,7 +187,7 @@ impl Cuzk for Service {
                 "no job {id}: never submitted, or its result was already delivered or expired"
             )))
         })?;
-        Ok(Response::new(Jobs::stream(&self.0, t)))
+        Ok(Response::new(Jobs::stream(&self.0, t, Watcher::Other)))
     }
 
     type ProveStream = UpdateStream;
@@ -196,7 +197,7 @@ impl Cuzk for Service {
         req: Request<proto::ProveRequest>,
     ) -> Result<Response<UpdateStream>, Status> {
         let t = Service::submit(self, req.into_inner()).await?;
-        Ok(Response::new(Jobs::stream(&self.0, t)))
+        Ok(Response::new(Jobs::stream(&self.0, t, Watcher::Submitter)))
     }
 
     async fn cancel(
@@ -329,9 +330,17 @@ impl Daemon {
                 })
                 .unwrap_or("ended")
         };
-        let jobs = self
-            .jobs
-            .all()
+        let now_us = self.engine.timeline().micros(std::time::Instant::now());
+        let tracked = self.jobs.all();
+        // Unfinished jobs by the device their partitions last ran on.
+        let current = |ordinal: usize| -> Vec<u64> {
+            tracked
+                .iter()
+                .filter(|t| !t.ended() && t.timing.last_device() == Some(ordinal))
+                .map(|t| t.id)
+                .collect()
+        };
+        let jobs = tracked
             .iter()
             .map(|t| (t, abc(t.id)))
             .map(|(t, (abc, abc_reason))| proto::JobStatus {
@@ -343,6 +352,7 @@ impl Daemon {
                 state: if t.ended() { "ended" } else { phase(t.id) }.into(),
                 abc,
                 abc_reason,
+                timing: Some(t.timing.report(now_us)),
             })
             .collect();
         let m = s.memory;
@@ -369,6 +379,7 @@ impl Daemon {
                     capacity_bytes: d.capacity_bytes,
                     reserved_bytes: d.reserved_bytes,
                     kernel_busy: d.kernel_busy,
+                    current_jobs: current(d.ordinal),
                 })
                 .collect(),
             memory: Some(proto::MemoryStatus {

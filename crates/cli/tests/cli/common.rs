@@ -194,7 +194,8 @@ pub async fn status(c: &mut cuzk_cli::client::Client) -> cuzk_cli::proto::Status
 pub fn idle(s: &cuzk_cli::proto::StatusReply) -> bool {
     let m = s.memory.unwrap();
     let p = s.pinned.unwrap();
-    s.jobs.is_empty()
+    // Ended jobs may keep their outcome for later awaits (result_ttl_s).
+    s.jobs.iter().all(|j| j.state == "ended")
         && s.dispatch_in_flight == 0
         && m.working_set_bytes == 0
         && p.bytes_leased == 0

@@ -232,7 +232,10 @@ async fn curios_client_proves_through_the_daemon() {
         .unwrap()
         .into_inner()
         .job_id;
-    job.parse::<u64>().expect("job ids are decimal numbers");
+    let job_number: u64 = job
+        .strip_prefix("job-")
+        .and_then(|n| n.parse().ok())
+        .expect("job ids are job-<number>");
     // The same request again reaches the same job.
     let again = c
         .submit_proof(window_request.clone())
@@ -269,6 +272,13 @@ async fn curios_client_proves_through_the_daemon() {
         done.error_message
     );
     assert_eq!(done.job_id, job);
+    // Its time, from the engine's timeline: the kernel regions of its one
+    // partition, its witness, its parameter load (the set was not loaded).
+    assert!(
+        done.gpu_compute_ms > 0 && done.synthesis_ms > 0 && done.srs_load_ms > 0,
+        "{}",
+        done.error_message
+    );
     let replicas = BTreeMap::from([(
         sealed.sector_id,
         PublicReplicaInfo::new(sealed.pre_commit.comm_r).unwrap(),
@@ -291,6 +301,120 @@ async fn curios_client_proves_through_the_daemon() {
         .unwrap()
         .into_inner();
     assert_eq!(again.job_id, job);
+    // A retry storm: 16 submissions of one new request id at once make one
+    // job, which all of them get.
+    let storm = pb::SubmitProofRequest {
+        request_id: "wdpost-storm".into(),
+        ..window_request.clone()
+    };
+    let submissions: Vec<_> = (0..16)
+        .map(|_| {
+            let (mut c, storm) = (c.clone(), storm.clone());
+            tokio::spawn(async move { c.submit_proof(storm).await.map(|r| r.into_inner().job_id) })
+        })
+        .collect();
+    let mut storm_jobs = std::collections::BTreeSet::new();
+    for s in submissions {
+        storm_jobs.insert(s.await.unwrap().unwrap());
+    }
+    assert_eq!(storm_jobs.len(), 1, "{storm_jobs:?}");
+    let storm_job = storm_jobs.pop_first().unwrap();
+    assert_ne!(storm_job, job);
+    let storm_done = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: storm_job.clone(),
+            timeout_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        storm_done.status(),
+        pb::await_proof_response::Status::Completed,
+        "{}",
+        storm_done.error_message
+    );
+
+    // A request id that is another job's number names its own request:
+    // awaiting and cancelling it never reach that other job.
+    let other = c
+        .submit_proof(pb::SubmitProofRequest {
+            request_id: "wdpost-other".into(),
+            ..window_request.clone()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .job_id;
+    let other_number = other.strip_prefix("job-").unwrap().to_owned();
+    let numeric = c
+        .submit_proof(pb::SubmitProofRequest {
+            request_id: other_number.clone(),
+            ..window_request.clone()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .job_id;
+    assert_ne!(numeric, other);
+    let cancelled = c
+        .cancel_proof(pb::CancelProofRequest {
+            job_id: other_number.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let reply = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: other_number.clone(),
+            timeout_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reply.job_id, numeric, "{reply:?}");
+    if cancelled.was_running {
+        assert_eq!(
+            reply.status(),
+            pb::await_proof_response::Status::Cancelled,
+            "{reply:?}"
+        );
+    }
+    // The other job was left alone: it proves.
+    let other_done = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: other.clone(),
+            timeout_ms: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        other_done.status(),
+        pb::await_proof_response::Status::Completed,
+        "{}",
+        other_done.error_message
+    );
+    // A bare job number is not a job id here.
+    let e = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: job_number.to_string(),
+            timeout_ms: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    // A megabyte job id: NOT_FOUND, quoting a little of it.
+    let e = c
+        .await_proof(pb::AwaitProofRequest {
+            job_id: "j".repeat(1 << 20),
+            timeout_ms: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+    assert!(e.message().len() < 1024, "{} bytes", e.message().len());
+
     // SnapDeals from bincode partition proofs, no sector size (as Curio's
     // proof share sends it).
     let snap = pb::SubmitProofRequest {
@@ -415,6 +539,14 @@ async fn curios_client_proves_through_the_daemon() {
         "{status:?}"
     );
     assert_eq!(status.loaded_srs.len(), 3, "{status:?}");
+    // Under Curio's circuit ids.
+    let mut srs: Vec<&str> = status
+        .loaded_srs
+        .iter()
+        .map(|s| s.circuit_id.as_str())
+        .collect();
+    srs.sort();
+    assert_eq!(srs, ["porep-2k", "snap-2k", "wpost-2k"], "{status:?}");
     assert!(
         status.gpus.is_empty() == (common::expected_backend() == "cpu"),
         "{status:?}"

@@ -7,6 +7,10 @@
 //! filecoin-proofs' verifiers accept and leaves the memory budget and the
 //! pinned pool idle.
 //!
+//! Beside the soak, 4 clients watch random jobs and leave at random (no job
+//! is lost to them) and a Curio client sends WinningPoSt requests as retry
+//! storms by request id (one job each, never duplicated).
+//!
 //! `CUZK_FILECOIN_SOAK_REQUESTS` sets the soak's size: 200 by default on a
 //! machine that has (or must have, `CUZK_REQUIRE_GPU=1`) a GPU, 24 on the
 //! CPU backend, where each PoRep C2 or SnapDeals proof takes tens of
@@ -19,14 +23,18 @@
 //! format (with `CUZK_REVISION`, `CUZK_DATE` and `CUZK_COMMAND`).
 
 use crate::common;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::common::{idle, status};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use cuzk_cli::client::{self, Client};
+use cuzk_cli::curio_proto::{self as pb, proving_engine_client::ProvingEngineClient};
+use cuzk_cli::daemon::curio::make_prover_id;
 use cuzk_cli::proto::{self, filecoin_proof::Kind};
 use cuzk_filecoin::post::PostInput;
 use cuzk_filecoin::{PostKind, PostProof, SectorSize, VanillaEncoding};
@@ -69,6 +77,102 @@ async fn prove(c: &mut Client, req: proto::ProveRequest) -> Vec<u8> {
     let done = client::follow(stream, |_, _| {}).await.unwrap();
     assert!(done.verified, "the daemon did not verify the proof");
     done.proof
+}
+
+/// The miner of the soak's Curio requests.
+const CURIO_MINER: u64 = 1000;
+
+/// Watches random unfinished jobs (`AwaitJob`) and leaves each after a
+/// random moment, until `done`; how many it left.
+async fn watch_and_leave(address: &cuzk_cli::daemon::Address, seed: u64, done: &AtomicBool) -> u64 {
+    let mut c = client::connect(address).await.unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut left = 0;
+    while !done.load(Ordering::SeqCst) {
+        let s = status(&mut c).await;
+        let running: Vec<u64> = s
+            .jobs
+            .iter()
+            .filter(|j| j.state != "ended")
+            .map(|j| j.job_id)
+            .collect();
+        if running.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        }
+        let id = running[rng.gen_range(0..running.len())];
+        // The job may have ended and gone since the status.
+        let Ok(stream) = c.await_job(proto::AwaitRequest { job_id: id }).await else {
+            continue;
+        };
+        let mut stream = stream.into_inner();
+        let stay = Duration::from_millis(rng.gen_range(0..60));
+        let _ = tokio::time::timeout(stay, stream.message()).await;
+        drop(stream);
+        left += 1;
+    }
+    left
+}
+
+/// Curio's client retrying: each of `n` WinningPoSt requests is sent three
+/// times at once and once more a moment later, all with its request id;
+/// every submission of a request gets the same job, each request its own;
+/// the proofs, awaited by job id.
+async fn curio_retries(
+    address: &cuzk_cli::daemon::Address,
+    request: pb::SubmitProofRequest,
+    n: usize,
+) -> Vec<Vec<u8>> {
+    let c = ProvingEngineClient::new(client::channel(address).await.unwrap());
+    let mut rng = ChaCha20Rng::seed_from_u64(99);
+    let (mut jobs, mut proofs) = (BTreeSet::new(), Vec::new());
+    for i in 0..n {
+        let req = pb::SubmitProofRequest {
+            request_id: format!("soak-winning-{i}"),
+            ..request.clone()
+        };
+        let storm: Vec<_> = (0..3)
+            .map(|_| {
+                let (mut c, req) = (c.clone(), req.clone());
+                tokio::spawn(async move { c.submit_proof(req).await.unwrap().into_inner().job_id })
+            })
+            .collect();
+        let mut ids = BTreeSet::new();
+        for s in storm {
+            ids.insert(s.await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..100))).await;
+        let mut c = c.clone();
+        ids.insert(
+            c.submit_proof(req.clone())
+                .await
+                .unwrap()
+                .into_inner()
+                .job_id,
+        );
+        assert_eq!(ids.len(), 1, "request {i}: one request id made {ids:?}");
+        let id = ids.pop_first().unwrap();
+        assert!(
+            jobs.insert(id.clone()),
+            "request {i} reached another's job {id}"
+        );
+        let reply = c
+            .await_proof(pb::AwaitProofRequest {
+                job_id: id,
+                timeout_ms: 0,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(
+            reply.status(),
+            pb::await_proof_response::Status::Completed,
+            "request {i}: {}",
+            reply.error_message
+        );
+        proofs.push(reply.proof);
+    }
+    proofs
 }
 
 /// Awaits a submitted job: its proof bytes and when they came.
@@ -213,6 +317,50 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
             )
             .unwrap(),
         }
+    };
+
+    // WinningPoSt as Curio's client sends it (bincode vanilla proofs for
+    // its miner's prover id), for the soak's retry storms.
+    let curio_prover = make_prover_id(CURIO_MINER);
+    let curio_winning = {
+        let vanilla = common::window_vanilla(&sealed, winning, randomness, curio_prover);
+        let json = PostInput::request_json(
+            winning,
+            randomness,
+            curio_prover,
+            &vanilla,
+            VanillaEncoding::Bincode,
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        pb::SubmitProofRequest {
+            proof_kind: pb::ProofKind::WinningPost as i32,
+            sector_size: 2048,
+            // StackedDrgWinning2KiBV1 as Filecoin numbers it.
+            registered_proof: 0,
+            vanilla_proofs: v["vanilla_proofs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| STANDARD.decode(s.as_str().unwrap()).unwrap())
+                .collect(),
+            miner_id: CURIO_MINER,
+            randomness: randomness.to_vec(),
+            ..pb::SubmitProofRequest::default()
+        }
+    };
+    let verify_curio = |bytes: &[u8]| -> bool {
+        filecoin_proofs::verify_winning_post::<SectorShape2KiB>(
+            &winning.config(),
+            &randomness,
+            &[(
+                sealed.sector_id,
+                PublicReplicaInfo::new(sealed.pre_commit.comm_r).unwrap(),
+            )],
+            curio_prover,
+            bytes,
+        )
+        .unwrap()
     };
 
     // The long job's circuit and its (fake) parameters, in the directory
@@ -540,6 +688,22 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
             (cancelled, proofs)
         }));
     }
+    // Beside them: 4 clients that watch random unfinished jobs and leave at
+    // random (a watcher never cancels: a job lost to one would fail its
+    // submitter's request above), and a Curio client whose WinningPoSt
+    // requests come as retry storms by request id (one job each).
+    let soak_done = Arc::new(AtomicBool::new(false));
+    let watchers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (address, soak_done) = (address.clone(), Arc::clone(&soak_done));
+            tokio::spawn(async move { watch_and_leave(&address, 7700 + w, &soak_done).await })
+        })
+        .collect();
+    let curio_requests = if on_gpu { 20 } else { 3 };
+    let curio_task = {
+        let (address, request) = (address.clone(), curio_winning.clone());
+        tokio::spawn(async move { curio_retries(&address, request, curio_requests).await })
+    };
     let (mut cancelled, mut by_kind) = (0, [0u32; 4]);
     for t in tasks {
         let (c_, proofs) = t.await.unwrap();
@@ -553,6 +717,24 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
             by_kind[kind] += 1;
         }
     }
+    let curio_proofs = curio_task.await.unwrap();
+    soak_done.store(true, Ordering::SeqCst);
+    let mut left = 0;
+    for w in watchers {
+        left += w.await.unwrap();
+    }
+    assert!(left > 0, "no watcher ever left a job");
+    assert_eq!(curio_proofs.len(), curio_requests);
+    for bytes in &curio_proofs {
+        assert!(
+            verify_curio(bytes),
+            "Curio's WinningPoSt: the verifier refused it"
+        );
+    }
+    eprintln!(
+        "soak: watchers left {left} jobs; {curio_requests} Curio requests by retry storms, one \
+         job each, verified"
+    );
     let soak_took = soak_start.elapsed();
     let verified: u32 = by_kind.iter().sum();
     let mut soak = one(

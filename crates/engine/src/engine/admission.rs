@@ -403,7 +403,12 @@ pub(super) fn try_admit(
                 .into());
             };
             let c = charge.split(params_bytes_now, ChargeKind::Params);
+            let start = Instant::now();
             let loaded = load_params(shared, path, job.params_file.as_deref())?;
+            // The job waited for this load: its timeline says so.
+            shared
+                .timeline
+                .record_since(job.id.0, 0, Lane::Host, 0, PARAMS_LOAD, start);
             shared
                 .params
                 .insert(job.params_ref.clone(), Arc::new(loaded), c, true)

@@ -53,7 +53,7 @@ use crate::cache::{Cache, ParamsRef, Reclaimer, ShapeId, params_bytes};
 use crate::config::{Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
-use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, Timeline};
+use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, PARAMS_LOAD, Timeline, WITNESS};
 
 use admission::*;
 use job::*;

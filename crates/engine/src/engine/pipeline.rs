@@ -349,7 +349,7 @@ pub(super) fn synthesize(
         }
     };
     cuzk_synth::spmv::check_shape(&pce, &witness).map_err(synth_err)?;
-    let at = timeline.record_since(job.id.0, partition, Lane::Host, index, "witness", start);
+    let at = timeline.record_since(job.id.0, partition, Lane::Host, index, WITNESS, start);
     if job.is_terminated() {
         return Ok(None);
     }

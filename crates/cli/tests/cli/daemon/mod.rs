@@ -13,6 +13,7 @@ mod check_params;
 mod clients;
 mod command_line;
 mod operations;
+mod ownership;
 mod shutdown;
 mod soak;
 
