@@ -1,0 +1,244 @@
+//! One PoSt partition's witness from synthetic vanilla proofs (no sealed
+//! sector, no parameters), made three ways, each run checked equal:
+//!
+//! - storage-proofs' synthesis on one thread (a pool of one: its sector
+//!   chunks run one after the other);
+//! - storage-proofs' synthesis on rayon's pool (its `par_chunks` of
+//!   `window_post_synthesis_num_cpus` sector groups, then copied together:
+//!   what the engine ran before `post::witness`);
+//! - `post::witness`: every sector head and inclusion path a part, written
+//!   in place (the size known, as the engine knows it from the PCE).
+//!
+//! Then where the time goes in storage-proofs' sequential synthesis, by
+//! gadget (`cuzk_synth::Profile`): Poseidon (each tree level's
+//! `computation of commitment hash`, the sector's
+//! `H_comm_c_comm_r_last`), the rest of the Merkle paths (each level's
+//! index bits, sibling allocations and the insert placing the node among
+//! its siblings), and the rest (leaf, root, the packed index, the
+//! commitments).
+//!
+//! ```text
+//! cargo run --profile test -p cuzk-filecoin --example post_witness_bench -- \
+//!     --post-proof StackedDrgWindow32GiBV1_1 --sectors 64 --runs 5
+//! ```
+//!
+//! A WindowPoSt partition is cut to its first `--sectors` sectors (a 32 GiB
+//! one has 2,349, which is 4 GB of witness).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, ensure};
+use clap::Parser;
+use cuzk_filecoin::post::{self, PostCircuit};
+use cuzk_filecoin::{PostProof, SectorSize, synthetic};
+use cuzk_synth::{Profile, Witness};
+use filecoin_proofs::{SectorShape2KiB, SectorShape8MiB, SectorShape32GiB};
+use storage_proofs_core::merkle::{MerkleProofTrait, MerkleTreeTrait};
+
+#[derive(Debug, Parser)]
+struct Args {
+    /// E.g. StackedDrgWindow32GiBV1_1, StackedDrgWinning2KiBV1 (2 KiB,
+    /// 8 MiB or 32 GiB).
+    #[arg(long, default_value = "StackedDrgWindow32GiBV1_1")]
+    post_proof: PostProof,
+    /// Sectors of the partition kept (at most its `sector_count`).
+    #[arg(long, default_value_t = 64)]
+    sectors: usize,
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Namespace depth of the profile.
+    #[arg(long, default_value_t = 6)]
+    depth: usize,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    match args.post_proof.sector_size {
+        SectorSize::KIB2 => run::<SectorShape2KiB>(&args),
+        SectorSize::MIB8 => run::<SectorShape8MiB>(&args),
+        SectorSize::GIB32 => run::<SectorShape32GiB>(&args),
+        s => anyhow::bail!("{s} sectors: this benchmark knows 2 KiB, 8 MiB and 32 GiB"),
+    }
+}
+
+fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
+    let proof = args.post_proof;
+    let sectors = args.sectors.min(proof.config().sector_count);
+    let s = synthetic::post_vanilla::<Tree>(proof, sectors.max(1), 1)?;
+    let dir = std::env::temp_dir();
+    let mut circuit: PostCircuit<Tree> =
+        post::partitions(proof, &s.randomness, s.prover_id, &s.vanilla, &dir)?
+            .circuits
+            .remove(0);
+    // WindowPoSt's partition is padded to its sector_count; WinningPoSt's
+    // 66 "sectors" are one sector repeated and are kept.
+    if proof.kind == cuzk_filecoin::PostKind::Window {
+        circuit.sectors.truncate(sectors);
+    }
+    let reference = Witness::synthesize_with_capacity(circuit.clone(), 0, 0)?;
+    let (inputs, aux) = (reference.inputs.len(), reference.aux.len());
+    let threads = rayon::current_num_threads();
+    eprintln!(
+        "{proof}: {} sectors, {inputs} inputs, {aux} aux; {threads} threads, {} cores",
+        circuit.sectors.len(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
+    let (mut t_one, mut t_sp, mut t_parts) = (Vec::new(), Vec::new(), Vec::new());
+    for run in 0..args.runs {
+        let c = circuit.clone();
+        let start = Instant::now();
+        let w = one.install(|| Witness::synthesize_with_capacity(c, inputs, aux))?;
+        t_one.push(start.elapsed());
+        ensure!(w == reference, "run {run}: one thread differs");
+        drop(w);
+
+        let c = circuit.clone();
+        let start = Instant::now();
+        let w = Witness::synthesize_with_capacity(c, inputs, aux)?;
+        t_sp.push(start.elapsed());
+        ensure!(w == reference, "run {run}: storage-proofs' chunks differ");
+        drop(w);
+
+        let c = circuit.clone();
+        let start = Instant::now();
+        let w = post::witness(c, inputs, aux)?;
+        t_parts.push(start.elapsed());
+        ensure!(w == reference, "run {run}: parts differ");
+        eprintln!(
+            "run {run}: one thread {:.3?}, storage-proofs on the pool {:.3?}, parts {:.3?}",
+            t_one[run], t_sp[run], t_parts[run]
+        );
+    }
+    let (one, sp, parts) = (median(t_one), median(t_sp), median(t_parts));
+    println!(
+        "{proof}, {} sectors, {aux} aux, {threads} threads, median of {}: one thread {one:.3?}, \
+         storage-proofs on the pool {sp:.3?}, parts {parts:.3?}; one thread / parts {:.2}x, \
+         storage-proofs on the pool / parts {:.2}x",
+        circuit.sectors.len(),
+        args.runs,
+        one.as_secs_f64() / parts.as_secs_f64(),
+        sp.as_secs_f64() / parts.as_secs_f64(),
+    );
+
+    let reference_circuit = circuit.clone();
+    let profile = Profile::of(circuit, args.depth)?;
+    let (mut poseidon, mut path, mut other) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for e in &profile.entries {
+        if e.path.contains("computation of commitment hash") || e.path.contains("H_comm_c") {
+            poseidon += e.time;
+        } else if e.path.contains("merkle tree hash") {
+            path += e.time;
+        } else {
+            other += e.time;
+        }
+    }
+    for e in profile.entries.iter().take(12) {
+        eprintln!("{:>10.3?} {:>10} values  {}", e.time, e.values, e.path);
+    }
+    let sum = (poseidon + path + other).as_secs_f64();
+    let pct = |d: Duration| 100.0 * d.as_secs_f64() / sum;
+    println!(
+        "by gadget (storage-proofs, one thread, profiled {:.3?}): Poseidon {poseidon:.3?} \
+         ({:.1}%), Merkle path without its hashes {path:.3?} ({:.1}%), other {other:.3?} \
+         ({:.1}%)",
+        profile.total,
+        pct(poseidon),
+        pct(path),
+        pct(other)
+    );
+
+    // The profile reads the clock at each of Poseidon's many namespaces,
+    // which inflates its share: the hashes are also timed alone, on the
+    // witness system (storage-proofs' gadget) and natively.
+    let levels: Vec<usize> = s.vanilla[0].vanilla_proof.sectors[0].inclusion_proofs[0]
+        .path()
+        .iter()
+        .map(|(siblings, _)| siblings.len() + 1)
+        .collect();
+    let per_arity = |a: usize| -> Result<(Duration, Duration)> {
+        match a {
+            2 => poseidon_times::<Tree, typenum::U2>(),
+            8 => poseidon_times::<Tree, typenum::U8>(),
+            a => anyhow::bail!("arity {a}"),
+        }
+    };
+    let (c2, n2) = per_arity(2)?;
+    let mut per_path = (Duration::ZERO, Duration::ZERO);
+    for &a in &levels {
+        let (c, n) = per_arity(a)?;
+        per_path = (per_path.0 + c, per_path.1 + n);
+    }
+    let paths: usize = s_paths(&reference_circuit);
+    let sectors = reference_circuit.sectors.len() as u32;
+    let circuit_hashes = per_path.0 * paths as u32 + c2 * sectors;
+    let native_hashes = per_path.1 * paths as u32 + n2 * sectors;
+    println!(
+        "Poseidon alone: arity 2 {c2:.2?} per hash as the gadget's witness, {n2:.2?} native; a \
+         path's {} levels (arities {levels:?}) {:.2?} gadget, {:.2?} native; the partition's \
+         {paths} paths and {sectors} comm_r hashes {circuit_hashes:.3?} gadget ({:.1}% of the \
+         one-thread witness {one:.3?}), {native_hashes:.3?} native",
+        levels.len(),
+        per_path.0,
+        per_path.1,
+        100.0 * circuit_hashes.as_secs_f64() / one.as_secs_f64(),
+    );
+    Ok(())
+}
+
+fn s_paths<Tree: 'static + MerkleTreeTrait>(c: &PostCircuit<Tree>) -> usize {
+    c.sectors.iter().map(|s| s.paths.len()).sum()
+}
+
+/// One Poseidon hash of `A` elements: its witness by the gadget
+/// storage-proofs' paths use, and natively; medians per hash of a batch.
+fn poseidon_times<Tree, A>() -> Result<(Duration, Duration)>
+where
+    Tree: 'static + MerkleTreeTrait,
+    A: 'static + filecoin_hashers::PoseidonArity,
+{
+    use bellperson::ConstraintSystem;
+    use bellperson::gadgets::num::AllocatedNum;
+    use blstrs::Scalar;
+    use ff::Field;
+    use filecoin_hashers::{HashFunction, Hasher};
+    use merkletree::hash::Algorithm;
+    const N: u32 = 400;
+    let mut rng = rand::rngs::OsRng;
+    let values: Vec<Scalar> = (0..A::to_usize())
+        .map(|_| Scalar::random(&mut rng))
+        .collect();
+    let mut cs = cuzk_synth::WitnessCs::with_capacity(1, 0);
+    let nums = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| AllocatedNum::alloc(cs.namespace(|| format!("x{i}")), || Ok(*v)))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let domains: Vec<<Tree::Hasher as Hasher>::Domain> =
+        values.iter().map(|v| (*v).into()).collect();
+    let (mut gadget, mut native) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let start = Instant::now();
+        for i in 0..N {
+            <<Tree::Hasher as Hasher>::Function as HashFunction<_>>::hash_multi_leaf_circuit::<A, _>(
+                cs.namespace(|| format!("h{i}")),
+                &nums,
+                0,
+            )?;
+        }
+        gadget.push(start.elapsed() / N);
+        let mut f = <Tree::Hasher as Hasher>::Function::default();
+        let start = Instant::now();
+        for _ in 0..N {
+            f.reset();
+            std::hint::black_box(f.multi_node(&domains, 0));
+        }
+        native.push(start.elapsed() / N);
+    }
+    Ok((median(gadget), median(native)))
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
