@@ -35,8 +35,11 @@ fn a_memory_limit_is_a_smaller_card() {
     let gpu = Arc::clone(prover.gpu());
     assert_eq!(gpu.memory_limit(), None);
 
-    // A card with 256 MiB more than is held now.
-    gpu.synchronize().unwrap();
+    // A card with 256 MiB more than is held now: once every stream is done,
+    // so what a test before this one freed in stream order (gpu_evict's
+    // 925 MB set, on another thread's stream) is back with the driver
+    // before the figure is read, as set_memory_limit reads it.
+    gpu.synchronize_device().unwrap();
     let (free, total) = gpu.mem_info().unwrap();
     let limit = total - free + 256 * MIB;
     gpu.set_memory_limit(Some(limit)).unwrap();
