@@ -208,5 +208,24 @@ async fn status_and_the_reply_carry_the_jobs_timing() {
     assert!(reply.gpu_compute_ms >= timing.gpu_compute_ms, "{reply:?}");
     assert!(reply.synthesis_ms >= timing.synthesis_ms, "{reply:?}");
     assert!(reply.params_load_ms > 0, "{reply:?}");
+    // The reply's GPU time is the job's kernel regions in the timeline.
+    let trace = c
+        .timeline(proto::TimelineRequest { all: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .chrome_trace_json;
+    let trace: serde_json::Value = serde_json::from_str(&trace).unwrap();
+    let events = trace
+        .as_array()
+        .or_else(|| trace["traceEvents"].as_array())
+        .expect("trace events");
+    let kernel_us: u64 = events
+        .iter()
+        .filter(|e| e["name"] == "kernel_region" && e["args"]["job"] == job.job_id)
+        .map(|e| e["dur"].as_u64().unwrap())
+        .sum();
+    assert!(kernel_us > 0);
+    assert_eq!(reply.gpu_compute_ms, kernel_us.div_ceil(1000), "{reply:?}");
     d.stop().await;
 }
