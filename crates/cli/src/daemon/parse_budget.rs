@@ -5,7 +5,9 @@
 //!
 //! A layer in front of the gRPC services reads each request's first
 //! message header (gRPC's 5-byte prefix: a flag and the message's length),
-//! takes that many bytes from a shared budget before passing the body on,
+//! takes that many bytes from a shared budget before passing the body on
+//! (messages of at most [`SMALL_MESSAGE`] bytes take nothing: small calls
+//! such as status and awaits are never held behind large requests),
 //! and gives them back when the call has its response (the request is then
 //! parsed and either refused or submitted, where the engine's memory budget
 //! takes over). A request that finds the budget spent waits: HTTP/2 flow
@@ -26,6 +28,11 @@ use tonic::codegen::http::{Request, Response};
 
 /// gRPC's message prefix: a compression flag and a big-endian length.
 const PREFIX: usize = 5;
+
+/// Messages up to this size pass without taking from the budget: status,
+/// awaits, cancels and other small calls are never held behind large
+/// requests waiting for it.
+pub const SMALL_MESSAGE: u32 = 64 << 10;
 
 /// The bytes that may be parsed at once, shared by every call.
 #[derive(Debug, Clone)]
@@ -54,6 +61,9 @@ impl ParseBudget {
     /// most the whole budget (the service refuses larger messages itself,
     /// after the prefix, by `max_request_bytes`).
     fn share(&self, len: u32) -> u32 {
+        if len <= SMALL_MESSAGE {
+            return 0;
+        }
         let want = u64::from(len) + PREFIX as u64;
         u32::try_from(want.min(self.total)).unwrap_or(u32::MAX)
     }
@@ -190,6 +200,10 @@ impl hyper::body::Body for Counted {
                         this.prefix[4],
                     ]);
                     let share = this.budget.share(len);
+                    if share == 0 {
+                        this.state = State::Passing;
+                        return Poll::Ready(Some(Ok(frame)));
+                    }
                     if share as u64 > this.budget.available() {
                         tracing::debug!(
                             bytes = share,
@@ -284,49 +298,55 @@ mod tests {
     #[tokio::test]
     async fn a_request_waits_while_the_budget_is_taken_and_goes_on_after() {
         use tower::{Layer, ServiceExt};
-        let budget = ParseBudget::new(1000);
+        let k = SMALL_MESSAGE as usize;
+        let budget = ParseBudget::new(10 * k as u64);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let release = Arc::new(Semaphore::new(0));
         let svc = ParseLimitLayer(budget.clone()).layer(service(tx, Arc::clone(&release)));
-        // 700 bytes: read and parsed, then held until its response.
-        let first = tokio::spawn(svc.clone().oneshot(Request::new(message(700, true))));
-        assert_eq!(rx.recv().await, Some(705));
-        assert_eq!(budget.available(), 295);
-        // A small one fits beside it.
-        let small = tokio::spawn(svc.clone().oneshot(Request::new(message(100, true))));
-        assert_eq!(rx.recv().await, Some(105));
-        assert_eq!(budget.available(), 190);
-        // 400 more do not fit: the body is not read yet.
-        let second = tokio::spawn(svc.clone().oneshot(Request::new(message(400, false))));
+        // 7 k: read and parsed, then held until its response.
+        let first = tokio::spawn(svc.clone().oneshot(Request::new(message(7 * k, false))));
+        assert_eq!(rx.recv().await, Some(7 * k + 5));
+        assert_eq!(budget.available(), 3 * k as u64 - 5);
+        // 2 k fit beside it (its prefix split over two chunks).
+        let beside = tokio::spawn(svc.clone().oneshot(Request::new(message(2 * k, true))));
+        assert_eq!(rx.recv().await, Some(2 * k + 5));
+        assert_eq!(budget.available(), k as u64 - 10);
+        // 4 k more do not fit: the body is not read yet.
+        let waiting = tokio::spawn(svc.clone().oneshot(Request::new(message(4 * k, false))));
         assert!(
             tokio::time::timeout(Duration::from_millis(200), rx.recv())
                 .await
                 .is_err(),
-            "the 400-byte request was read while the others held the budget"
+            "the 4 k request was read while the others held the budget"
         );
-        // The first answered: its 705 bytes go back and the third is read.
+        // A small call is not held behind it, and takes nothing.
+        let small = tokio::spawn(svc.clone().oneshot(Request::new(message(100, true))));
+        assert_eq!(rx.recv().await, Some(105));
+        // The first answered: its bytes go back and the waiting one is read.
         release.add_permits(1);
         first.await.unwrap().unwrap();
-        assert_eq!(rx.recv().await, Some(405));
-        release.add_permits(2);
-        small.await.unwrap().unwrap();
-        second.await.unwrap().unwrap();
-        assert_eq!(budget.available(), 1000);
+        assert_eq!(rx.recv().await, Some(4 * k + 5));
+        release.add_permits(3);
+        for call in [beside, small, waiting] {
+            call.await.unwrap().unwrap();
+        }
+        assert_eq!(budget.available(), 10 * k as u64);
     }
 
     #[tokio::test]
     async fn a_message_larger_than_the_budget_takes_all_of_it_and_still_passes() {
         use tower::{Layer, ServiceExt};
-        let budget = ParseBudget::new(64);
+        let k = SMALL_MESSAGE as usize;
+        let budget = ParseBudget::new(2 * k as u64);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let release = Arc::new(Semaphore::new(0));
         let svc = ParseLimitLayer(budget.clone()).layer(service(tx, Arc::clone(&release)));
-        let call = tokio::spawn(svc.oneshot(Request::new(message(500, true))));
-        assert_eq!(rx.recv().await, Some(505));
+        let call = tokio::spawn(svc.oneshot(Request::new(message(5 * k, false))));
+        assert_eq!(rx.recv().await, Some(5 * k + 5));
         assert_eq!(budget.available(), 0);
         release.add_permits(1);
         call.await.unwrap().unwrap();
-        assert_eq!(budget.available(), 64);
+        assert_eq!(budget.available(), 2 * k as u64);
     }
 
     #[tokio::test]

@@ -16,27 +16,27 @@ use prost::Message;
 
 use super::TestDaemon;
 
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
+pub(super) const DATA: u8 = 0x0;
+pub(super) const HEADERS: u8 = 0x1;
 const RST_STREAM: u8 = 0x3;
-const SETTINGS: u8 = 0x4;
+pub(super) const SETTINGS: u8 = 0x4;
 const PING: u8 = 0x6;
 const GOAWAY: u8 = 0x7;
 const CONTINUATION: u8 = 0x9;
 const END_STREAM: u8 = 0x1;
 const ACK: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
+pub(super) const END_HEADERS: u8 = 0x4;
 
 /// HPACK as C-core's encoder writes it: `:method POST` and `:scheme http`
 /// from the static table, the rest as literals with a literal name, added
 /// to the dynamic table, and the same field later as its table index.
 #[derive(Default)]
-struct CCoreEncoder {
+pub(super) struct CCoreEncoder {
     added: Vec<(String, String)>,
 }
 
 impl CCoreEncoder {
-    fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
+    pub(super) fn block(&mut self, fields: &[(&str, &str)]) -> Vec<u8> {
         let mut out = Vec::new();
         for &(name, value) in fields {
             match (name, value) {
@@ -61,7 +61,7 @@ impl CCoreEncoder {
     }
 }
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len() as u32;
     let mut f = len.to_be_bytes()[1..].to_vec();
     f.extend([kind, flags]);

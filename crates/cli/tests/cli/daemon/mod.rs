@@ -14,6 +14,7 @@ mod clients;
 mod command_line;
 mod operations;
 mod ownership;
+mod parsing;
 mod shutdown;
 mod soak;
 
