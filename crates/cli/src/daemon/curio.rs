@@ -509,7 +509,13 @@ impl CurioService {
         let mut requests = self.requests();
         if let Some(seen) = requests.get(request_id).filter(|s| s.digest() == digest) {
             match seen {
-                Seen::Submitting { done, .. } => return Found::Wait(done.clone()),
+                // A claim whose call went away without a word (its sender
+                // dropped) is stale: this call claims the id anew.
+                Seen::Submitting { done, .. } => {
+                    if done.has_changed().is_ok() || done.borrow().is_some() {
+                        return Found::Wait(done.clone());
+                    }
+                }
                 Seen::Job { job, .. } => {
                     if let Some(t) = self.daemon.jobs.get(*job)
                         && t.succeeded() != Some(false)
