@@ -1,5 +1,5 @@
 //! One PoSt partition's witness from synthetic vanilla proofs (no sealed
-//! sector, no parameters), made three ways, each run checked equal:
+//! sector, no parameters), made four ways, each run checked equal:
 //!
 //! - storage-proofs' synthesis on one thread (a pool of one: its sector
 //!   chunks run one after the other);
@@ -7,7 +7,10 @@
 //!   `window_post_synthesis_num_cpus` sector groups, then copied together:
 //!   what the engine ran before `post::witness`);
 //! - `post::witness`: every sector head and inclusion path a part, written
-//!   in place (the size known, as the engine knows it from the PCE).
+//!   in place (the size known, as the engine knows it from the PCE), the
+//!   paths by storage-proofs' gadget (`post::witness_with(.., false)`,
+//!   `CUZK_NATIVE_POSEIDON=0`) and with their Poseidon made natively (the
+//!   default).
 //!
 //! Then where the time goes in storage-proofs' sequential synthesis, by
 //! gadget (`cuzk_synth::Profile`): Poseidon (each tree level's
@@ -16,6 +19,10 @@
 //! index bits, sibling allocations and the insert placing the node among
 //! its siblings), and the rest (leaf, root, the packed index, the
 //! commitments).
+//!
+//! Last, each Poseidon hash alone: neptune's gadget on a witness system,
+//! `cuzk_filecoin::poseidon::poseidon_hash` (the same values natively) and
+//! neptune's native hash (the value only).
 //!
 //! ```text
 //! cargo run --profile test -p cuzk-filecoin --example post_witness_bench -- \
@@ -73,18 +80,19 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     // WindowPoSt's partition is padded to its sector_count; WinningPoSt's
     // 66 "sectors" are one sector repeated and are kept.
     if proof.kind == cuzk_filecoin::PostKind::Window {
-        circuit.sectors.truncate(sectors);
+        circuit.truncate_sectors(sectors);
     }
     let reference = Witness::synthesize_with_capacity(circuit.clone(), 0, 0)?;
     let (inputs, aux) = (reference.inputs.len(), reference.aux.len());
     let threads = rayon::current_num_threads();
     eprintln!(
         "{proof}: {} sectors, {inputs} inputs, {aux} aux; {threads} threads, {} cores",
-        circuit.sectors.len(),
+        circuit.sectors().len(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
-    let (mut t_one, mut t_sp, mut t_parts) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut t_one, mut t_sp) = (Vec::new(), Vec::new());
+    let (mut t_gadget, mut t_native) = (Vec::new(), Vec::new());
     for run in 0..args.runs {
         let c = circuit.clone();
         let start = Instant::now();
@@ -102,23 +110,36 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
 
         let c = circuit.clone();
         let start = Instant::now();
-        let w = post::witness(c, inputs, aux)?;
-        t_parts.push(start.elapsed());
-        ensure!(w == reference, "run {run}: parts differ");
+        let w = post::witness_with(c, inputs, aux, false)?;
+        t_gadget.push(start.elapsed());
+        ensure!(w == reference, "run {run}: parts (Poseidon gadget) differ");
+        drop(w);
+
+        let c = circuit.clone();
+        let start = Instant::now();
+        let w = post::witness_with(c, inputs, aux, true)?;
+        t_native.push(start.elapsed());
+        ensure!(w == reference, "run {run}: parts (native Poseidon) differ");
         eprintln!(
-            "run {run}: one thread {:.3?}, storage-proofs on the pool {:.3?}, parts {:.3?}",
-            t_one[run], t_sp[run], t_parts[run]
+            "run {run}: one thread {:.3?}, storage-proofs on the pool {:.3?}, parts: Poseidon \
+             gadget {:.3?}, native {:.3?}",
+            t_one[run], t_sp[run], t_gadget[run], t_native[run]
         );
     }
-    let (one, sp, parts) = (median(t_one), median(t_sp), median(t_parts));
+    let (one, sp) = (median(t_one), median(t_sp));
+    let (gadget, native) = (median(t_gadget), median(t_native));
+    let x = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!(
         "{proof}, {} sectors, {aux} aux, {threads} threads, median of {}: one thread {one:.3?}, \
-         storage-proofs on the pool {sp:.3?}, parts {parts:.3?}; one thread / parts {:.2}x, \
-         storage-proofs on the pool / parts {:.2}x",
-        circuit.sectors.len(),
+         storage-proofs on the pool {sp:.3?}, parts with the Poseidon gadget {gadget:.3?}, \
+         parts with native Poseidon {native:.3?}; one thread / parts: gadget {:.2}x, native \
+         {:.2}x; storage-proofs on the pool / native {:.2}x; gadget / native {:.2}x",
+        circuit.sectors().len(),
         args.runs,
-        one.as_secs_f64() / parts.as_secs_f64(),
-        sp.as_secs_f64() / parts.as_secs_f64(),
+        x(one, gadget),
+        x(one, native),
+        x(sp, native),
+        x(gadget, native),
     );
 
     let reference_circuit = circuit.clone();
@@ -150,49 +171,57 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
 
     // The profile reads the clock at each of Poseidon's many namespaces,
     // which inflates its share: the hashes are also timed alone, on the
-    // witness system (storage-proofs' gadget) and natively.
+    // witness system (storage-proofs' gadget, and the same values made
+    // natively) and natively (the hash alone).
     let levels: Vec<usize> = s.vanilla[0].vanilla_proof.sectors[0].inclusion_proofs[0]
         .path()
         .iter()
         .map(|(siblings, _)| siblings.len() + 1)
         .collect();
-    let per_arity = |a: usize| -> Result<(Duration, Duration)> {
+    let per_arity = |a: usize| -> Result<[Duration; 3]> {
         match a {
             2 => poseidon_times::<Tree, typenum::U2>(),
             8 => poseidon_times::<Tree, typenum::U8>(),
             a => anyhow::bail!("arity {a}"),
         }
     };
-    let (c2, n2) = per_arity(2)?;
-    let mut per_path = (Duration::ZERO, Duration::ZERO);
+    let [c2, w2, n2] = per_arity(2)?;
+    let mut per_path = [Duration::ZERO; 3];
     for &a in &levels {
-        let (c, n) = per_arity(a)?;
-        per_path = (per_path.0 + c, per_path.1 + n);
+        let t = per_arity(a)?;
+        for (sum, t) in per_path.iter_mut().zip(t) {
+            *sum += t;
+        }
     }
     let paths: usize = s_paths(&reference_circuit);
-    let sectors = reference_circuit.sectors.len() as u32;
-    let circuit_hashes = per_path.0 * paths as u32 + c2 * sectors;
-    let native_hashes = per_path.1 * paths as u32 + n2 * sectors;
+    let sectors = reference_circuit.sectors().len() as u32;
+    let circuit_hashes = per_path[0] * paths as u32 + c2 * sectors;
+    let witness_hashes = per_path[1] * paths as u32;
+    let native_hashes = per_path[2] * paths as u32 + n2 * sectors;
     println!(
-        "Poseidon alone: arity 2 {c2:.2?} per hash as the gadget's witness, {n2:.2?} native; a \
-         path's {} levels (arities {levels:?}) {:.2?} gadget, {:.2?} native; the partition's \
-         {paths} paths and {sectors} comm_r hashes {circuit_hashes:.3?} gadget ({:.1}% of the \
-         one-thread witness {one:.3?}), {native_hashes:.3?} native",
+        "Poseidon alone: arity 2 {c2:.2?} per hash as the gadget's witness, {w2:.2?} as the \
+         native witness, {n2:.2?} the hash alone; a path's {} levels (arities {levels:?}) \
+         {:.2?} gadget, {:.2?} native witness, {:.2?} hash alone; the partition's {paths} \
+         paths and {sectors} comm_r hashes {circuit_hashes:.3?} gadget ({:.1}% of the \
+         one-thread witness {one:.3?}), {native_hashes:.3?} hash alone; the paths' native \
+         witness {witness_hashes:.3?}",
         levels.len(),
-        per_path.0,
-        per_path.1,
+        per_path[0],
+        per_path[1],
+        per_path[2],
         100.0 * circuit_hashes.as_secs_f64() / one.as_secs_f64(),
     );
     Ok(())
 }
 
 fn s_paths<Tree: 'static + MerkleTreeTrait>(c: &PostCircuit<Tree>) -> usize {
-    c.sectors.iter().map(|s| s.paths.len()).sum()
+    c.sectors().iter().map(|s| s.paths.len()).sum()
 }
 
 /// One Poseidon hash of `A` elements: its witness by the gadget
-/// storage-proofs' paths use, and natively; medians per hash of a batch.
-fn poseidon_times<Tree, A>() -> Result<(Duration, Duration)>
+/// storage-proofs' paths use, the same witness made natively, and the hash
+/// alone natively; medians per hash of a batch.
+fn poseidon_times<Tree, A>() -> Result<[Duration; 3]>
 where
     Tree: 'static + MerkleTreeTrait,
     A: 'static + filecoin_hashers::PoseidonArity,
@@ -216,7 +245,7 @@ where
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let domains: Vec<<Tree::Hasher as Hasher>::Domain> =
         values.iter().map(|v| (*v).into()).collect();
-    let (mut gadget, mut native) = (Vec::new(), Vec::new());
+    let (mut gadget, mut witness, mut native) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         let start = Instant::now();
         for i in 0..N {
@@ -227,6 +256,15 @@ where
             )?;
         }
         gadget.push(start.elapsed() / N);
+        let start = Instant::now();
+        for i in 0..N {
+            cuzk_filecoin::poseidon::poseidon_hash(
+                cs.namespace(|| format!("n{i}")),
+                &nums,
+                A::PARAMETERS(),
+            )?;
+        }
+        witness.push(start.elapsed() / N);
         let mut f = <Tree::Hasher as Hasher>::Function::default();
         let start = Instant::now();
         for _ in 0..N {
@@ -235,7 +273,7 @@ where
         }
         native.push(start.elapsed() / N);
     }
-    Ok((median(gadget), median(native)))
+    Ok([median(gadget), median(witness), median(native)])
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

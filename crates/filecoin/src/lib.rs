@@ -38,6 +38,7 @@ pub mod error;
 pub mod params;
 pub mod params_check;
 pub mod porep;
+pub mod poseidon;
 pub mod post;
 pub mod prove;
 pub mod sector;

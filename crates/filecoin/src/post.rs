@@ -10,12 +10,15 @@
 //! as filecoin-proofs serializes `FallbackPoStSectorProof`.
 //!
 //! The engine synthesizes a partition's witness with its sectors' heads
-//! and inclusion paths in parallel ([`witness()`]); storage-proofs' own
-//! synthesis stays for the PCE and for bellperson.
+//! and inclusion paths in parallel ([`witness()`]), the paths' Poseidon
+//! made natively ([`set_native_poseidon`]); storage-proofs' own synthesis
+//! stays for the PCE and for bellperson.
 
+mod circuit;
 mod witness;
 
-pub use witness::witness;
+pub use circuit::PostCircuit;
+pub use witness::{native_poseidon, set_native_poseidon, witness, witness_with};
 
 use std::path::Path;
 
@@ -47,9 +50,6 @@ use crate::prove::{
 };
 use crate::sector::{PostKind, PostProof, Shape};
 use crate::vanilla::{self, VanillaEncoding};
-
-/// The circuit of one PoSt partition.
-pub type PostCircuit<Tree> = FallbackPoStCircuit<Tree>;
 
 /// cuzk's PoSt request file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -427,11 +427,15 @@ pub fn partitions<Tree: 'static + MerkleTreeTrait>(
             .map_err(FilecoinError::proofs(
                 "the vanilla proofs do not fit their challenges (altered, or for other randomness)",
             ))?;
-    let circuits = compound_circuits::<_, _, FallbackPoStCompound<Tree>>(
+    let circuits = compound_circuits::<_, FallbackPoStCircuit<Tree>, FallbackPoStCompound<Tree>>(
         &pub_in,
         &partitioned,
         &pub_params.vanilla_params,
-    )?;
+    )?
+    .into_iter()
+    .zip(&partitioned)
+    .map(|(circuit, vanilla)| PostCircuit::new(circuit, vanilla))
+    .collect::<Result<Vec<_>>>()?;
     let priority = match proof.kind {
         PostKind::Winning => Priority::Critical,
         PostKind::Window => Priority::High,

@@ -20,14 +20,25 @@
 //! so the inputs are ONE, then each sector's comm_r followed by its
 //! paths' indices, as sequentially.
 //!
+//! With [`native_poseidon`] on (the default) each path is synthesized by
+//! [`crate::poseidon::inclusion`] from the vanilla proof's path
+//! ([`PostCircuit`] keeps it): storage-proofs' `PoRCircuit` step by step,
+//! its Poseidon hashes made natively (the same values, several times
+//! faster; Poseidon is about 90% of the gadget's witness time). The heads
+//! stay storage-proofs' code either way, and the tests compare both ways
+//! with storage-proofs' sequential witness.
+//!
 //! A WindowPoSt partition has `sector_count` sectors of 10 challenges
 //! (2,349 at 32 GiB), a WinningPoSt circuit 66 "sectors" of one challenge
 //! (its one sector repeated): both have hundreds of parts or more.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bellperson::ConstraintSystem;
 use bellperson::SynthesisError;
 use bellperson::gadgets::num::AllocatedNum;
 use cuzk_synth::{PartCs, PartsGate, SynthError, Witness, WitnessCs};
+use filecoin_hashers::poseidon::PoseidonHasher;
 use rayon::prelude::*;
 use storage_proofs_core::gadgets::por::PoRCircuit;
 use storage_proofs_core::gadgets::variables::Root;
@@ -35,6 +46,32 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_post::fallback::Sector;
 
 use super::PostCircuit;
+use super::circuit::SectorPaths;
+
+/// Whether PoSt witnesses make their inclusion paths' Poseidon natively
+/// ([`set_native_poseidon`]); `None` until first read from
+/// `CUZK_NATIVE_POSEIDON`.
+static NATIVE_POSEIDON: std::sync::OnceLock<AtomicBool> = std::sync::OnceLock::new();
+
+fn native_poseidon_flag() -> &'static AtomicBool {
+    NATIVE_POSEIDON.get_or_init(|| {
+        let off = std::env::var("CUZK_NATIVE_POSEIDON").is_ok_and(|v| v == "0" || v == "off");
+        AtomicBool::new(!off)
+    })
+}
+
+/// Turns the native Poseidon of PoSt witnesses ([`witness`]) on or off for
+/// the process: on by default, `CUZK_NATIVE_POSEIDON=0` starts with it off
+/// (storage-proofs' `PoRCircuit`, neptune's Poseidon gadget, for every
+/// path). The witness is the same either way.
+pub fn set_native_poseidon(on: bool) {
+    native_poseidon_flag().store(on, Ordering::Relaxed);
+}
+
+/// Whether PoSt witnesses make their inclusion paths' Poseidon natively now.
+pub fn native_poseidon() -> bool {
+    native_poseidon_flag().load(Ordering::Relaxed)
+}
 
 /// One part of a partition's synthesis.
 #[derive(Clone, Copy, Debug)]
@@ -58,12 +95,30 @@ enum Part {
 /// circuit's shape (sectors with unequal challenge counts or paths, or a
 /// count that is not this circuit's): a wrong size is an error, never a
 /// wrong witness.
+///
+/// The paths' Poseidon is made natively while [`native_poseidon`] is on.
 pub fn witness<Tree: 'static + MerkleTreeTrait>(
     circuit: PostCircuit<Tree>,
     inputs: usize,
     aux: usize,
 ) -> cuzk_synth::Result<Witness> {
-    let sectors = circuit.sectors;
+    witness_with(circuit, inputs, aux, native_poseidon())
+}
+
+/// [`witness`] with the inclusion paths made with their Poseidon made
+/// natively ([`crate::poseidon::inclusion`]) or by storage-proofs'
+/// `PoRCircuit`, as `native` says. Trees of another hasher than Poseidon
+/// (no Filecoin sector has one) are always storage-proofs'.
+pub fn witness_with<Tree: 'static + MerkleTreeTrait>(
+    circuit: PostCircuit<Tree>,
+    inputs: usize,
+    aux: usize,
+    native: bool,
+) -> cuzk_synth::Result<Witness> {
+    let native = native
+        && std::any::TypeId::of::<Tree::Hasher>() == std::any::TypeId::of::<PoseidonHasher>();
+    let (sectors, paths) = circuit.into_parts();
+    let paths = if native { Some(&*paths) } else { None };
     let parts: Vec<Part> = sectors
         .iter()
         .enumerate()
@@ -72,10 +127,16 @@ pub fn witness<Tree: 'static + MerkleTreeTrait>(
                 .chain((0..sector.leafs.len()).map(move |c| Part::Path(s, c)))
         })
         .collect();
-    let _s =
-        tracing::info_span!("witness", aux, sectors = sectors.len(), parts = parts.len()).entered();
+    let _s = tracing::info_span!(
+        "witness",
+        aux,
+        sectors = sectors.len(),
+        parts = parts.len(),
+        native
+    )
+    .entered();
     let synth = |cs: &mut PartCs<'_>, part: Part| -> cuzk_synth::Result<()> {
-        Ok(synthesize_part(cs, &sectors, part)?)
+        Ok(synthesize_part(cs, &sectors, paths, part)?)
     };
     let cs = WitnessCs::with_capacity(inputs, aux);
     let pass = PartsGate::global().enter(parts.len());
@@ -100,7 +161,7 @@ pub fn witness<Tree: 'static + MerkleTreeTrait>(
         .into_par_iter()
         .map(|part| {
             let mut cs = WitnessCs::part();
-            let done = synthesize_part(&mut cs, &sectors, part);
+            let done = synthesize_part(&mut cs, &sectors, paths, part);
             pass.part_done();
             done?;
             Ok(cs.into_witness())
@@ -142,7 +203,7 @@ fn sizes<Tree: 'static + MerkleTreeTrait>(
         return Err(bad(s));
     }
     let mut cs = WitnessCs::part();
-    synthesize_part(&mut cs, sectors, Part::Head(0))?;
+    synthesize_part(&mut cs, sectors, None, Part::Head(0))?;
     let head = cs.aux_len();
     let n = sectors.len();
     let per_sector = aux.is_multiple_of(n).then_some(aux / n).ok_or(bad(0))?;
@@ -156,10 +217,12 @@ fn sizes<Tree: 'static + MerkleTreeTrait>(
     Ok(Sizes { head, path })
 }
 
-/// Synthesizes one part as storage-proofs does in place.
+/// Synthesizes one part as storage-proofs does in place; with `paths` (the
+/// sectors' paths as the vanilla proofs hold them), a path natively.
 fn synthesize_part<Tree, CS>(
     cs: &mut CS,
     sectors: &[Sector<Tree>],
+    paths: Option<&SectorPaths>,
     part: Part,
 ) -> Result<(), SynthesisError>
 where
@@ -187,13 +250,29 @@ where
             let root = AllocatedNum::alloc(WitnessCs::part(), || {
                 sector.comm_r_last.ok_or(SynthesisError::AssignmentMissing)
             })?;
-            PoRCircuit::<Tree>::synthesize(
-                cs.namespace(|| format!("challenge_inclusion_{c}")),
-                Root::Val(sector.leafs[c]),
-                sector.paths[c].clone(),
-                Root::Var(root),
-                true,
-            )
+            let cs = cs.namespace(|| format!("challenge_inclusion_{c}"));
+            match paths {
+                Some(paths) => {
+                    let path = paths.get(s).and_then(|p| p.get(c)).ok_or_else(|| {
+                        SynthesisError::IoError(std::io::Error::other(format!(
+                            "no vanilla path for sector {s}'s challenge {c}"
+                        )))
+                    })?;
+                    crate::poseidon::inclusion::<
+                        Tree::Arity,
+                        Tree::SubTreeArity,
+                        Tree::TopTreeArity,
+                        _,
+                    >(cs, Root::Val(sector.leafs[c]), path, Root::Var(root))
+                }
+                None => PoRCircuit::<Tree>::synthesize(
+                    cs,
+                    Root::Val(sector.leafs[c]),
+                    sector.paths[c].clone(),
+                    Root::Var(root),
+                    true,
+                ),
+            }
         }
     }
 }

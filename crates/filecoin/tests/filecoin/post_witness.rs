@@ -6,6 +6,9 @@
 //! (what bellperson's prover and the PCE recorder see) and against
 //! `FallbackPoStCircuit`'s sequential path on a system that is not
 //! extensible; the blank PCE is satisfied by it; a wrong size is refused.
+//! Each way with the inclusion paths' Poseidon made natively (the default)
+//! and by storage-proofs' gadget (`post::witness_with`, and the process
+//! switch `post::set_native_poseidon`).
 
 use crate::common;
 use std::time::Instant;
@@ -89,10 +92,10 @@ fn parts_equal_sequential<Tree: 'static + MerkleTreeTrait>(
             sequential(circuit.clone()) == reference,
             "{what}: storage-proofs' sequential path differs from its extensible one"
         );
-        let paths: usize = circuit.sectors.iter().map(|s| s.paths.len()).sum();
+        let paths: usize = circuit.sectors().iter().map(|s| s.paths.len()).sum();
         assert_eq!(
             reference.inputs.len(),
-            1 + circuit.sectors.len() + paths,
+            1 + circuit.sectors().len() + paths,
             "{what}: ONE, each sector's comm_r and each path's packed index"
         );
 
@@ -103,10 +106,21 @@ fn parts_equal_sequential<Tree: 'static + MerkleTreeTrait>(
         assert!(known.aux == reference.aux, "{what}: aux, size known");
         let unknown = post::witness(circuit.clone(), 0, 0).unwrap();
         assert!(unknown == reference, "{what}: size unknown");
+        // Both ways whatever the process switch says.
+        let start = Instant::now();
+        let native = post::witness_with(circuit.clone(), pce.num_inputs, pce.num_aux, true);
+        let t_native = start.elapsed();
+        assert!(native.unwrap() == reference, "{what}: native Poseidon");
+        let native = post::witness_with(circuit.clone(), 0, 0, true).unwrap();
+        assert!(native == reference, "{what}: native Poseidon, size unknown");
+        let start = Instant::now();
+        let gadget = post::witness_with(circuit.clone(), pce.num_inputs, pce.num_aux, false);
+        let t_gadget = start.elapsed();
+        assert!(gadget.unwrap() == reference, "{what}: Poseidon gadget");
         eprintln!(
-            "{what}: {} sectors, {} aux; storage-proofs {t_ref:.2?}, parts {t_par:.2?} on {} \
-             threads",
-            circuit.sectors.len(),
+            "{what}: {} sectors, {} aux; storage-proofs {t_ref:.2?}, parts {t_par:.2?} (native \
+             Poseidon {t_native:.2?}, gadget {t_gadget:.2?}) on {} threads",
+            circuit.sectors().len(),
             reference.aux.len(),
             rayon::current_num_threads()
         );
@@ -184,10 +198,49 @@ fn post_parts_of_unequal_sectors_are_refused_in_place_and_joined_otherwise() {
     .unwrap()
     .circuits
     .remove(0);
-    circuit.sectors[1].leafs.truncate(3);
-    circuit.sectors[1].paths.truncate(3);
+    circuit.truncate_challenges(1, 3);
+    assert_eq!(circuit.sectors()[1].leafs.len(), 3);
+    assert_eq!(circuit.sectors()[1].paths.len(), 3);
     let reference = Witness::synthesize_with_capacity(circuit.clone(), 0, 0).unwrap();
     assert!(post::witness(circuit.clone(), 0, 0).unwrap() == reference);
+    for native in [true, false] {
+        let w = post::witness_with(circuit.clone(), 0, 0, native).unwrap();
+        assert!(w == reference, "native {native}");
+    }
     let e = post::witness(circuit, reference.inputs.len(), reference.aux.len()).unwrap_err();
     assert!(matches!(e, SynthError::PartMismatch { .. }), "{e:?}");
+}
+
+/// The process switch: with the native Poseidon off (storage-proofs'
+/// gadget for every path) the witness is the same, the partition cut to
+/// fewer sectors too.
+#[test]
+fn post_witness_with_native_poseidon_off_is_the_same() {
+    let dir = common::init();
+    let proof = common::post_proof(PostKind::Window);
+    let s = synthetic::post_vanilla::<SectorShape2KiB>(proof, 2, 13).unwrap();
+    let mut circuit = post::partitions(proof, &s.randomness, s.prover_id, &s.vanilla, dir)
+        .unwrap()
+        .circuits
+        .remove(0);
+    assert_eq!(circuit.sectors().len(), 2);
+    circuit.truncate_sectors(1);
+    assert_eq!(circuit.sectors().len(), 1);
+    let reference = Witness::synthesize_with_capacity(circuit.clone(), 0, 0).unwrap();
+    let (inputs, aux) = (reference.inputs.len(), reference.aux.len());
+    let was = post::native_poseidon();
+    post::set_native_poseidon(false);
+    assert!(!post::native_poseidon());
+    let off = post::witness(circuit.clone(), inputs, aux);
+    let off_unknown = post::witness(circuit.clone(), 0, 0);
+    post::set_native_poseidon(true);
+    assert!(post::native_poseidon());
+    let on = post::witness(circuit.clone(), inputs, aux);
+    post::set_native_poseidon(was);
+    assert!(off.unwrap() == reference, "switch off, size known");
+    assert!(
+        off_unknown.unwrap() == reference,
+        "switch off, size unknown"
+    );
+    assert!(on.unwrap() == reference, "switch on");
 }
