@@ -1,6 +1,10 @@
 //! The CPU backend: bellperson's own building blocks (its `EvaluationDomain`
-//! for H, its CPU multiexp for the MSMs) fed from cuzk's PCE and witness.
-//! It is the reference that every GPU routine is tested against.
+//! for H, its CPU multiexp for the MSMs with a density) fed from cuzk's PCE
+//! and witness; the two dense G1 MSMs (H and L, most of a proof's time on
+//! the CPU) on blst's multi-threaded Pippenger, the curve library blstrs
+//! wraps ([`dense_g1`]; tested equal to bellperson's multiexp). It is the
+//! reference that every GPU routine is tested against, and every proof it
+//! makes is tested byte-identical to bellperson's `create_proof`.
 
 use std::sync::Arc;
 
@@ -12,7 +16,8 @@ use ec_gpu_gen::multiexp_cpu::{
     DensityTracker, FullDensity, QueryDensity, SourceBuilder, multiexp_cpu,
 };
 use ec_gpu_gen::threadpool::Worker;
-use ff::PrimeField;
+use ff::{Field, PrimeField};
+use group::Group;
 use group::prime::PrimeCurveAffine;
 use rayon::prelude::*;
 
@@ -141,6 +146,52 @@ where
         })
 }
 
+/// `sum scalars[i] * bases[i]` over every scalar (the first
+/// `scalars.len()` bases), on blst's Pippenger with its own thread pool:
+/// the sum bellperson's multiexp computes (a group element has one
+/// value, whatever the algorithm), in a fraction of the time. Refused as
+/// bellperson's multiexp refuses it: fewer bases than scalars, and the
+/// identity as a base with a nonzero scalar (no parameter file holds one).
+pub fn dense_g1(
+    what: &'static str,
+    bases: &[G1Affine],
+    scalars: &[Scalar],
+) -> Result<G1Projective> {
+    use blst::{MultiPoint, blst_p1, blst_p1_affine};
+    if bases.len() < scalars.len() {
+        return Err(Groth16Error::Msm {
+            what,
+            detail: format!("{} scalars but only {} bases", scalars.len(), bases.len()),
+        });
+    }
+    if scalars.is_empty() {
+        return Ok(G1Projective::identity());
+    }
+    let bases = &bases[..scalars.len()];
+    let identity = bases
+        .par_iter()
+        .zip(scalars)
+        .position_any(|(b, s)| bool::from(b.is_identity()) && !bool::from(s.is_zero()));
+    if let Some(i) = identity {
+        return Err(Groth16Error::Msm {
+            what,
+            detail: format!("base {i} is the identity (a damaged parameter file?)"),
+        });
+    }
+    // SAFETY: blstrs' G1Affine is `#[repr(transparent)]` over
+    // blst_p1_affine, so a slice of one is a slice of the other.
+    let points: &[blst_p1_affine] =
+        unsafe { std::slice::from_raw_parts(bases.as_ptr().cast::<blst_p1_affine>(), bases.len()) };
+    let bytes: Vec<u8> = scalars
+        .par_iter()
+        .flat_map_iter(|s| s.to_bytes_le())
+        .collect();
+    let sum: blst_p1 = points.mult(&bytes, 255);
+    // SAFETY: blstrs' G1Projective is `#[repr(transparent)]` over blst_p1
+    // (the same Jacobian coordinates blst returns).
+    Ok(unsafe { std::mem::transmute::<blst_p1, G1Projective>(sum) })
+}
+
 /// The five MSMs, with bellperson's query layout: `a` is all inputs then the
 /// aux used in A; `b_g1`/`b_g2` are the inputs used in B then the aux used in B.
 pub fn msms(
@@ -158,18 +209,8 @@ pub fn msms(
     let b_aux = tracker(&pce.b_aux_density);
     let b_in_count = pce.b_input_density.count();
 
-    let h = timings.time("msm h", || {
-        msm::<G1Affine, _, _>("h", &worker, (params.h.clone(), 0), FullDensity, reprs(h))
-    })?;
-    let l = timings.time("msm l", || {
-        msm::<G1Affine, _, _>(
-            "l",
-            &worker,
-            (params.l.clone(), 0),
-            FullDensity,
-            aux.clone(),
-        )
-    })?;
+    let h = timings.time("msm h", || dense_g1("h", &params.h, h))?;
+    let l = timings.time("msm l", || dense_g1("l", &params.l, &witness.aux))?;
     let a = timings.time("msm a", || -> Result<G1Projective> {
         let i = msm::<G1Affine, _, _>(
             "a",
@@ -222,4 +263,94 @@ pub fn msms(
         b_g1,
         b_g2,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use group::Curve;
+    use rand_chacha::ChaCha20Rng;
+    use rand_core::SeedableRng;
+
+    /// bellperson's multiexp (ec-gpu-gen's CPU Pippenger) of the same sum.
+    fn bellperson(bases: &[G1Affine], scalars: &[Scalar]) -> G1Projective {
+        msm::<G1Affine, _, _>(
+            "test",
+            &Worker::new(),
+            (Arc::new(bases.to_vec()), 0),
+            FullDensity,
+            reprs(scalars),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn dense_g1_is_bellpersons_multiexp() {
+        let mut rng = ChaCha20Rng::seed_from_u64(7);
+        let minus_one = -Scalar::ONE;
+        for n in [1usize, 2, 3, 31, 32, 33, 257, 4099] {
+            let mut bases: Vec<G1Affine> = (0..n)
+                .map(|_| G1Projective::random(&mut rng).to_affine())
+                .collect();
+            let mut scalars: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            // Edge cases among random ones: the identity as a base (with
+            // a zero scalar: bellperson refuses it with any other), zero,
+            // one and p-1 as scalars, a base repeated and its negation.
+            bases[0] = G1Affine::identity();
+            scalars[0] = Scalar::ZERO;
+            if n > 3 {
+                scalars[1] = Scalar::ZERO;
+                scalars[2] = minus_one;
+                scalars[3] = Scalar::ONE;
+                bases[n - 1] = bases[n - 2];
+                bases[n - 3] = -bases[n - 2];
+            }
+            let extra = G1Projective::random(&mut rng).to_affine();
+            let mut longer = bases.clone();
+            longer.push(extra);
+            let want = bellperson(&bases, &scalars);
+            assert_eq!(dense_g1("t", &bases, &scalars).unwrap(), want, "n = {n}");
+            // Bases beyond the scalars are not used.
+            assert_eq!(
+                dense_g1("t", &longer, &scalars).unwrap(),
+                want,
+                "n = {n}, one base more"
+            );
+        }
+        // All scalars zero, or every base the identity: the identity.
+        let bases: Vec<G1Affine> = (0..40)
+            .map(|_| G1Projective::random(&mut rng).to_affine())
+            .collect();
+        assert_eq!(
+            dense_g1("t", &bases, &[Scalar::ZERO; 40]).unwrap(),
+            G1Projective::identity()
+        );
+        // The identity as a base with a nonzero scalar: refused by both.
+        let scalars: Vec<Scalar> = (0..40).map(|_| Scalar::random(&mut rng)).collect();
+        let mut with_identity = bases.clone();
+        with_identity[17] = G1Affine::identity();
+        let e = dense_g1("h", &with_identity, &scalars).unwrap_err();
+        assert!(e.to_string().contains("base 17 is the identity"), "{e}");
+        assert!(
+            msm::<G1Affine, _, _>(
+                "t",
+                &Worker::new(),
+                (Arc::new(with_identity), 0),
+                FullDensity,
+                reprs(&scalars),
+            )
+            .is_err()
+        );
+        // p-1 everywhere: minus the bases' sum.
+        let sum: G1Projective = bases.iter().map(|b| b.to_curve()).sum();
+        assert_eq!(dense_g1("t", &bases, &[minus_one; 40]).unwrap(), -sum);
+    }
+
+    #[test]
+    fn dense_g1_of_nothing_is_the_identity_and_too_few_bases_an_error() {
+        assert_eq!(dense_g1("t", &[], &[]).unwrap(), G1Projective::identity());
+        let base = G1Affine::generator();
+        let e = dense_g1("l", &[base], &[Scalar::ONE, Scalar::ONE]).unwrap_err();
+        assert!(e.to_string().contains("2 scalars but only 1 bases"), "{e}");
+    }
 }
