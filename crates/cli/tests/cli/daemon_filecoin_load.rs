@@ -23,7 +23,7 @@
 //! format (with `CUZK_REVISION`, `CUZK_DATE` and `CUZK_COMMAND`).
 
 use crate::common;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ use crate::common::{idle, status};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use cuzk_cli::client::{self, Client};
-use cuzk_cli::curio_proto::{self as pb, proving_engine_client::ProvingEngineClient};
+use cuzk_cli::curio_proto as pb;
 use cuzk_cli::daemon::curio::make_prover_id;
 use cuzk_cli::proto::{self, filecoin_proof::Kind};
 use cuzk_filecoin::post::PostInput;
@@ -44,6 +44,12 @@ use filecoin_proofs::{PublicReplicaInfo, SectorShape2KiB};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use storage_proofs_core::api_version::ApiVersion;
+
+mod bench_record;
+mod side_clients;
+
+use bench_record::{one, write_bench_data};
+use side_clients::{CURIO_MINER, curio_retries, watch_and_leave};
 
 const KINDS: [&str; 4] = ["porep-c2", "snap-deals", "window-post", "winning-post"];
 
@@ -79,102 +85,6 @@ async fn prove(c: &mut Client, req: proto::ProveRequest) -> Vec<u8> {
     done.proof
 }
 
-/// The miner of the soak's Curio requests.
-const CURIO_MINER: u64 = 1000;
-
-/// Watches random unfinished jobs (`AwaitJob`) and leaves each after a
-/// random moment, until `done`; how many it left.
-async fn watch_and_leave(address: &cuzk_cli::daemon::Address, seed: u64, done: &AtomicBool) -> u64 {
-    let mut c = client::connect(address).await.unwrap();
-    let mut rng = ChaCha20Rng::seed_from_u64(seed);
-    let mut left = 0;
-    while !done.load(Ordering::SeqCst) {
-        let s = status(&mut c).await;
-        let running: Vec<u64> = s
-            .jobs
-            .iter()
-            .filter(|j| j.state != "ended")
-            .map(|j| j.job_id)
-            .collect();
-        if running.is_empty() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        }
-        let id = running[rng.gen_range(0..running.len())];
-        // The job may have ended and gone since the status.
-        let Ok(stream) = c.await_job(proto::AwaitRequest { job_id: id }).await else {
-            continue;
-        };
-        let mut stream = stream.into_inner();
-        let stay = Duration::from_millis(rng.gen_range(0..60));
-        let _ = tokio::time::timeout(stay, stream.message()).await;
-        drop(stream);
-        left += 1;
-    }
-    left
-}
-
-/// Curio's client retrying: each of `n` WinningPoSt requests is sent three
-/// times at once and once more a moment later, all with its request id;
-/// every submission of a request gets the same job, each request its own;
-/// the proofs, awaited by job id.
-async fn curio_retries(
-    address: &cuzk_cli::daemon::Address,
-    request: pb::SubmitProofRequest,
-    n: usize,
-) -> Vec<Vec<u8>> {
-    let c = ProvingEngineClient::new(client::channel(address).await.unwrap());
-    let mut rng = ChaCha20Rng::seed_from_u64(99);
-    let (mut jobs, mut proofs) = (BTreeSet::new(), Vec::new());
-    for i in 0..n {
-        let req = pb::SubmitProofRequest {
-            request_id: format!("soak-winning-{i}"),
-            ..request.clone()
-        };
-        let storm: Vec<_> = (0..3)
-            .map(|_| {
-                let (mut c, req) = (c.clone(), req.clone());
-                tokio::spawn(async move { c.submit_proof(req).await.unwrap().into_inner().job_id })
-            })
-            .collect();
-        let mut ids = BTreeSet::new();
-        for s in storm {
-            ids.insert(s.await.unwrap());
-        }
-        tokio::time::sleep(Duration::from_millis(rng.gen_range(0..100))).await;
-        let mut c = c.clone();
-        ids.insert(
-            c.submit_proof(req.clone())
-                .await
-                .unwrap()
-                .into_inner()
-                .job_id,
-        );
-        assert_eq!(ids.len(), 1, "request {i}: one request id made {ids:?}");
-        let id = ids.pop_first().unwrap();
-        assert!(
-            jobs.insert(id.clone()),
-            "request {i} reached another's job {id}"
-        );
-        let reply = c
-            .await_proof(pb::AwaitProofRequest {
-                job_id: id,
-                timeout_ms: 0,
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(
-            reply.status(),
-            pb::await_proof_response::Status::Completed,
-            "request {i}: {}",
-            reply.error_message
-        );
-        proofs.push(reply.proof);
-    }
-    proofs
-}
-
 /// Awaits a submitted job: its proof bytes and when they came.
 async fn await_job(c: &mut Client, id: u64) -> (Vec<u8>, Instant) {
     let stream = c
@@ -185,54 +95,6 @@ async fn await_job(c: &mut Client, id: u64) -> (Vec<u8>, Instant) {
     let done = client::follow(stream, |_, _| {}).await.unwrap();
     assert!(done.verified, "job {id}: not verified by the daemon");
     (done.proof, Instant::now())
-}
-
-/// A one-sample result in bench-data's format.
-fn one(name: &str, d: Duration, notes: &str) -> serde_json::Value {
-    let t = d.as_secs_f64();
-    serde_json::json!({
-        "name": name, "unit": "s", "median": t, "min": t, "max": t, "runs": 1, "notes": notes,
-    })
-}
-
-/// The first line a command prints, trimmed; empty when it cannot run.
-fn first_line(cmd: &str, args: &[&str]) -> String {
-    std::process::Command::new(cmd)
-        .args(args)
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .next()
-                .map(|l| l.trim().to_owned())
-        })
-        .unwrap_or_default()
-}
-
-/// Writes `results` as a bench-data file (revision, date and command from
-/// CUZK_REVISION, CUZK_DATE and CUZK_COMMAND, set by whoever runs it).
-fn write_bench_data(path: &str, results: Vec<serde_json::Value>) {
-    let env = |k: &str| std::env::var(k).unwrap_or_default();
-    let query = |q: &str| {
-        first_line(
-            "nvidia-smi",
-            &[&format!("--query-gpu={q}"), "--format=csv,noheader"],
-        )
-    };
-    let json = serde_json::json!({
-        "revision": env("CUZK_REVISION"),
-        "date": env("CUZK_DATE"),
-        "machine": {
-            "gpu": query("name"),
-            "driver": query("driver_version"),
-            "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
-            "backend": common::expected_backend(),
-        },
-        "command": env("CUZK_COMMAND"),
-        "results": results,
-    });
-    std::fs::write(path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
