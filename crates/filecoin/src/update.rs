@@ -46,6 +46,9 @@ use crate::prove::{
 use crate::sector::{self, SectorSize, Shape, UpdateProof};
 use crate::vanilla::{self, VanillaEncoding};
 
+mod witness;
+pub use witness::{witness, witness_with};
+
 /// The circuit of one SnapDeals partition: storage-proofs-update's own,
 /// with the `Clone` that the engine needs (it records the circuit's shape
 /// from a copy of the first partition) and that storage-proofs-update does
@@ -525,7 +528,7 @@ fn partitions_of<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         params: param_files::<Tree>(proof, param_dir)?,
         circuits,
         priority: Priority::Normal,
-        witness: cuzk_synth::Witness::synthesize_with_capacity,
+        witness: witness::<Tree>,
     })
 }
 

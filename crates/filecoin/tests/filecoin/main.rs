@@ -7,3 +7,4 @@ mod post;
 mod post_witness;
 mod synthetic;
 mod update;
+mod update_witness;

@@ -1,0 +1,817 @@
+//! A SnapDeals partition's witness on every core: its head and each of its
+//! challenges are parts synthesized in parallel straight into their places
+//! in the partition's witness, with exactly the layout (values and order of
+//! inputs and aux) of storage-proofs-update's sequential synthesis of
+//! `EmptySectorUpdateCircuit`.
+//!
+//! That synthesis is a head and then one block per challenge. The head:
+//! `k_and_h_select` (public) and its bits, the partition packed from them,
+//! comm_r_old, comm_d_new, comm_r_new (public), phi = Poseidon(comm_d_new,
+//! comm_r_old), comm_c, the two TreeR roots, the apex leaves, the
+//! partition's path in TreeD, the two comm_r = Poseidon(comm_c, root)
+//! checks, the apex tree (SHA-256) and its path to comm_d_new, and last
+//! every challenge's bits, cut from Poseidon digests of comm_r_new and the
+//! partition. A challenge: its high bits (for rho), rho = Poseidon(phi,
+//! high), its leaves and the new label, its paths in TreeR old and new
+//! (Poseidon) and its path to its apex leaf in TreeD (SHA-256). No input
+//! is allocated after the head.
+//!
+//! A challenge reads the head's challenge bits, partition and h-select
+//! bits, phi, roots and apex leaves; a witness system keeps no constraints,
+//! so only their values matter, and a challenge synthesized on its own with
+//! stand-ins (the same values allocated on a scratch system) assigns what
+//! it assigns in place. The head is cut in three parts: everything up to
+//! the comm_r checks, the apex tree and its path (131 SHA-256 hashes at
+//! 32 GiB, a few challenges' worth: first in line), and the challenge bits.
+//! storage-proofs-update keeps its gadgets private (`pub(crate) mod
+//! gadgets`), so this module writes them again from reading them
+//! (`apex_por`, `gen_challenge_bits`, `get_challenge_high_bits`,
+//! `label_r_new`), calling the public gadgets they call
+//! (bellperson's bits and packing, storage-proofs-core's `insert`,
+//! `select` and `por_no_challenge_input`, SHA-256's `hash2_circuit`) as
+//! they call them. Constraints are left out: a witness system drops them.
+//!
+//! With `native` on, every Poseidon hash (phi, the comm_r checks, the
+//! digests, rho, and each TreeR path level) is made by
+//! [`crate::poseidon::poseidon_hash`]: the same values as neptune's gadget,
+//! several times faster. TreeD is SHA-256 and stays the gadget. The PCE and
+//! proving keys always come from storage-proofs-update's own circuit; the
+//! tests compare this witness with its sequential one value for value.
+
+use bellperson::gadgets::boolean::{AllocatedBit, Boolean, field_into_allocated_bits_le};
+use bellperson::gadgets::multipack::pack_bits;
+use bellperson::gadgets::num::AllocatedNum;
+use bellperson::{ConstraintSystem, SynthesisError};
+use blstrs::Scalar as Fr;
+use ff::{PrimeField, PrimeFieldBits};
+use filecoin_hashers::{HashFunction, Hasher, PoseidonArity};
+use neptune::poseidon::{Arity, PoseidonConstants};
+use rayon::prelude::*;
+use storage_proofs_core::gadgets::insertion::{insert, select};
+use storage_proofs_core::gadgets::por::por_no_challenge_input;
+use storage_proofs_core::merkle::MerkleTreeTrait;
+use storage_proofs_core::util::reverse_bit_numbering;
+use storage_proofs_update::circuit::{ChallengeProof, PrivateInputs};
+use storage_proofs_update::constants::{
+    POSEIDON_CONSTANTS_GEN_RANDOMNESS, TreeD, TreeDHasher, TreeRHasher, hs,
+};
+use storage_proofs_update::{EmptySectorUpdateCircuit, PublicParams};
+
+use cuzk_synth::{PartCs, PartsGate, SynthError, Witness, WitnessCs};
+use typenum::U2;
+
+use super::UpdateCircuit;
+
+/// The witness of a SnapDeals partition made in parts on rayon's pool
+/// (see the module docs): exactly `Witness::synthesize_with_capacity(
+/// circuit, inputs, aux)`. With `aux` known (from the PCE) every part is
+/// written straight into its place ([`Witness::fill_sized_parts`]);
+/// `aux == 0` synthesizes each part on a system of its own and joins them
+/// ([`Witness::from_parts`]).
+///
+/// Follows the PoSt switch ([`crate::post::native_poseidon`],
+/// `CUZK_NATIVE_POSEIDON=0`): while it is off this is storage-proofs-
+/// update's own sequential synthesis, as before the parts.
+///
+/// Refused with [`SynthError::PartMismatch`] where `aux` does not fit the
+/// circuit's shape; a circuit storage-proofs-update would assert on is an
+/// error, not a panic.
+pub fn witness<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    circuit: UpdateCircuit<Tree>,
+    inputs: usize,
+    aux: usize,
+) -> cuzk_synth::Result<Witness> {
+    if crate::post::native_poseidon() {
+        witness_with(circuit, inputs, aux, true)
+    } else {
+        Witness::synthesize_with_capacity(circuit, inputs, aux)
+    }
+}
+
+/// [`witness`]'s parts with their Poseidon hashes made natively or by
+/// neptune's gadget (and the TreeR paths by storage-proofs-core's
+/// `por_no_challenge_input`), as `native` says, whatever the switch.
+pub fn witness_with<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
+    circuit: UpdateCircuit<Tree>,
+    inputs: usize,
+    aux: usize,
+    native: bool,
+) -> cuzk_synth::Result<Witness> {
+    let c = Shape::check(circuit.0)?;
+    let n = c.proofs().len();
+    // The head's values the other parts read, on a scratch system: the
+    // head before the apex tree and the challenge bits (no SHA-256, a
+    // dozen Poseidon hashes).
+    let mut scratch = WitnessCs::part();
+    let stand_in = head(&mut scratch, &c, native)?;
+    let head_aux = scratch.aux_len();
+    let bits = gen_challenge_bits(&mut scratch, &c, &stand_in, native)?;
+    let gen_aux = scratch.aux_len() - head_aux;
+    let ctx = Context {
+        c,
+        head: stand_in,
+        bits,
+    };
+
+    let parts: Vec<Part> = [Part::Head, Part::Apex, Part::Gen]
+        .into_iter()
+        .chain((0..n).map(Part::Challenge))
+        .collect();
+    let _s = tracing::info_span!("update_witness", aux, parts = parts.len(), native).entered();
+    let pass = PartsGate::global().enter(parts.len());
+    let cs = WitnessCs::with_capacity(inputs, aux);
+    if aux > 0 {
+        let apex_aux = apex_aux(&ctx)?;
+        let bad = || SynthError::PartMismatch {
+            part: 0,
+            what: "aux count",
+        };
+        let rest = aux
+            .checked_sub(head_aux + apex_aux + gen_aux)
+            .ok_or_else(bad)?;
+        let per = match n {
+            0 if rest == 0 => 0,
+            0 => return Err(bad()),
+            n if rest.is_multiple_of(n) => rest / n,
+            _ => return Err(bad()),
+        };
+        let sized = parts
+            .into_iter()
+            .map(|p| match p {
+                Part::Head => (head_aux, p),
+                Part::Apex => (apex_aux, p),
+                Part::Gen => (gen_aux, p),
+                Part::Challenge(_) => (per, p),
+            })
+            .collect();
+        let w = cs.into_witness().fill_sized_parts(sized, |cs, part| {
+            let done = synthesize_part::<Tree, PartCs<'_>>(cs, &ctx, part, native);
+            pass.part_done();
+            Ok(done?)
+        });
+        drop(pass);
+        return w;
+    }
+    let done = parts
+        .into_par_iter()
+        .map(|part| {
+            let mut cs = WitnessCs::part();
+            let done = synthesize_part::<Tree, _>(&mut cs, &ctx, part, native);
+            pass.part_done();
+            done?;
+            Ok(cs.into_witness())
+        })
+        .collect::<cuzk_synth::Result<Vec<_>>>()?;
+    drop(pass);
+    Witness::from_parts(cs.into_witness(), done, inputs, aux)
+}
+
+/// One part of a partition's synthesis, in the order of the witness.
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    /// Inputs, commitments, phi, private inputs and the comm_r checks.
+    Head,
+    /// The apex tree over the apex leaves and its path to comm_d_new.
+    Apex,
+    /// Every challenge's bits.
+    Gen,
+    /// Challenge `.0`'s rho, label and three paths.
+    Challenge(usize),
+}
+
+/// The circuit, checked as storage-proofs-update asserts on it.
+struct Shape<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> {
+    pp: PublicParams,
+    k_and_h_select: Option<Fr>,
+    comm_r_old: Option<Fr>,
+    comm_d_new: Option<Fr>,
+    comm_r_new: Option<Fr>,
+    priv_inputs: PrivateInputs<Tree>,
+}
+
+fn malformed(what: String) -> SynthesisError {
+    SynthesisError::IoError(std::io::Error::other(what))
+}
+
+impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> Shape<Tree> {
+    fn check(c: EmptySectorUpdateCircuit<Tree>) -> Result<Self, SynthesisError> {
+        let pp = c.pub_params;
+        let p = &c.priv_inputs;
+        if p.apex_leafs.len() != pp.apex_leaf_count
+            || p.challenge_proofs.len() != pp.challenge_count
+        {
+            return Err(malformed(format!(
+                "{} apex leaves and {} challenges, the sector has {} and {}",
+                p.apex_leafs.len(),
+                p.challenge_proofs.len(),
+                pp.apex_leaf_count,
+                pp.challenge_count
+            )));
+        }
+        let cut = pp.challenge_bit_len - pp.partition_bit_len;
+        if let Some(i) = p.challenge_proofs.iter().position(|c| {
+            c.path_d_new.len() != pp.challenge_bit_len || c.path_d_new.iter().any(|s| s.len() != 1)
+        }) {
+            return Err(malformed(format!(
+                "challenge {i}: a TreeD path that is not the sector's"
+            )));
+        }
+        let first = p.challenge_proofs.first().map(|c| c.path_d_new.get(cut..));
+        if let Some(first) = first {
+            let Some(first) = first else {
+                return Err(malformed("a TreeD path shorter than the sector's".into()));
+            };
+            if p.challenge_proofs[1..]
+                .iter()
+                .any(|c| c.path_d_new.get(cut..) != Some(first))
+            {
+                return Err(malformed(
+                    "challenges with different partition paths in TreeD".into(),
+                ));
+            }
+        }
+        if let Some(v) = c.pub_inputs.k_and_h_select {
+            let bits: Vec<bool> = v.to_le_bits().into_iter().collect();
+            let k = bits[..pp.partition_bit_len]
+                .iter()
+                .rev()
+                .fold(0usize, |k, b| (k << 1) | usize::from(*b));
+            let h_bits = pp.partition_bit_len + hs(pp.sector_nodes).len();
+            let selected = bits[pp.partition_bit_len..h_bits].iter().filter(|b| **b);
+            if k >= pp.partition_count || selected.count() != 1 || bits[h_bits..].contains(&true) {
+                return Err(malformed(format!(
+                    "k_and_h_select {v:?} is not a partition index and one h"
+                )));
+            }
+        }
+        Ok(Shape {
+            pp,
+            k_and_h_select: c.pub_inputs.k_and_h_select,
+            comm_r_old: c.pub_inputs.comm_r_old,
+            comm_d_new: c.pub_inputs.comm_d_new,
+            comm_r_new: c.pub_inputs.comm_r_new,
+            priv_inputs: c.priv_inputs,
+        })
+    }
+
+    fn proofs(&self) -> &[ChallengeProof<Tree>] {
+        &self.priv_inputs.challenge_proofs
+    }
+
+    /// Challenge bits below the partition's, and below the apex leaves'.
+    fn below_partition(&self) -> usize {
+        self.pp.challenge_bit_len - self.pp.partition_bit_len
+    }
+
+    fn below_apex(&self) -> usize {
+        self.below_partition() - self.pp.apex_leaf_bit_len
+    }
+}
+
+/// The head's variables the other parts read.
+struct Head {
+    partition_bits: Vec<AllocatedBit>,
+    h_select_bits: Vec<AllocatedBit>,
+    partition: AllocatedNum<Fr>,
+    comm_d_new: AllocatedNum<Fr>,
+    comm_r_new: AllocatedNum<Fr>,
+    phi: AllocatedNum<Fr>,
+    root_r_old: AllocatedNum<Fr>,
+    root_r_new: AllocatedNum<Fr>,
+    apex_leafs: Vec<AllocatedNum<Fr>>,
+    partition_path: Vec<Vec<AllocatedNum<Fr>>>,
+}
+
+/// Stand-ins for the head's variables and each challenge's bits (below
+/// the partition's), allocated on a scratch system.
+struct Context<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> {
+    c: Shape<Tree>,
+    head: Head,
+    bits: Vec<Vec<AllocatedBit>>,
+}
+
+fn alloc<CS: ConstraintSystem<Fr>>(
+    mut cs: CS,
+    name: impl FnOnce() -> String,
+    value: Option<Fr>,
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    AllocatedNum::alloc(cs.namespace(name), || {
+        value.ok_or(SynthesisError::AssignmentMissing)
+    })
+}
+
+/// A Poseidon hash as neptune's legacy gadget makes it, natively or not.
+fn poseidon<CS, A>(
+    cs: CS,
+    preimage: Vec<AllocatedNum<Fr>>,
+    constants: &PoseidonConstants<Fr, A>,
+    native: bool,
+) -> Result<AllocatedNum<Fr>, SynthesisError>
+where
+    CS: ConstraintSystem<Fr>,
+    A: Arity<Fr>,
+{
+    if native {
+        crate::poseidon::poseidon_hash(cs, &preimage, constants)
+    } else {
+        neptune::circuit::poseidon_hash(cs, preimage, constants)
+    }
+}
+
+fn booleans(bits: &[AllocatedBit]) -> Vec<Boolean> {
+    bits.iter().cloned().map(Boolean::from).collect()
+}
+
+/// The head up to the comm_r checks, as the circuit allocates it.
+fn head<Tree, CS>(cs: &mut CS, c: &Shape<Tree>, native: bool) -> Result<Head, SynthesisError>
+where
+    Tree: MerkleTreeTrait<Hasher = TreeRHasher>,
+    CS: ConstraintSystem<Fr>,
+{
+    let pp = &c.pp;
+    let k_and_h_select = alloc(&mut *cs, || "k_and_h_select".into(), c.k_and_h_select)?;
+    k_and_h_select.inputize(cs.namespace(|| "k_and_h_select (public input)"))?;
+    let bit_len = pp.partition_bit_len + hs(pp.sector_nodes).len();
+    let values: Vec<Option<bool>> = match k_and_h_select.get_value() {
+        Some(v) => v.to_le_bits().into_iter().take(bit_len).map(Some).collect(),
+        None => vec![None; bit_len],
+    };
+    let mut bits = values
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| AllocatedBit::alloc(cs.namespace(|| format!("k_and_h_select_bit_{i}")), b))
+        .collect::<Result<Vec<_>, _>>()?;
+    let h_select_bits = bits.split_off(pp.partition_bit_len);
+    let partition_bits = bits;
+    let partition = pack_bits(
+        cs.namespace(|| "pack partition bits"),
+        &booleans(&partition_bits),
+    )?;
+
+    let mut public = |name: &'static str, input: &'static str, value| {
+        let num = alloc(&mut *cs, || name.into(), value)?;
+        num.inputize(cs.namespace(|| input))?;
+        Ok::<_, SynthesisError>(num)
+    };
+    let comm_r_old = public("comm_r_old", "comm_r_old_input", c.comm_r_old)?;
+    let comm_d_new = public("comm_d_new", "comm_d_new_input", c.comm_d_new)?;
+    let comm_r_new = public("comm_r_new", "comm_r_new_input", c.comm_r_new)?;
+    let phi = poseidon(
+        cs.namespace(|| "phi"),
+        vec![comm_d_new.clone(), comm_r_old],
+        &POSEIDON_CONSTANTS_GEN_RANDOMNESS,
+        native,
+    )?;
+
+    let p = &c.priv_inputs;
+    let comm_c = alloc(&mut *cs, || "comm_c".into(), p.comm_c)?;
+    let root_r_old = alloc(&mut *cs, || "root_r_old".into(), p.root_r_old)?;
+    let root_r_new = alloc(&mut *cs, || "root_r_new".into(), p.root_r_new)?;
+    let apex_leafs = p
+        .apex_leafs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| alloc(&mut *cs, || format!("apex_leaf_{i}"), *v))
+        .collect::<Result<Vec<_>, _>>()?;
+    let partition_path = match c.proofs().first() {
+        Some(first) => first.path_d_new[c.below_partition()..]
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                alloc(&mut *cs, || format!("partition_path_sibling_{i}"), s[0]).map(|s| vec![s])
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    // comm_r = H(comm_c || root) for both replicas (TreeR's hash2_circuit:
+    // Poseidon of arity 2 with filecoin-hashers' constants).
+    for (name, root) in [
+        ("comm_r_old_calc", &root_r_old),
+        ("comm_r_new_calc", &root_r_new),
+    ] {
+        poseidon(
+            cs.namespace(|| name),
+            vec![comm_c.clone(), root.clone()],
+            U2::PARAMETERS(),
+            native,
+        )?;
+    }
+    Ok(Head {
+        partition_bits,
+        h_select_bits,
+        partition,
+        comm_d_new,
+        comm_r_new,
+        phi,
+        root_r_old,
+        root_r_new,
+        apex_leafs,
+        partition_path,
+    })
+}
+
+/// The apex tree over this partition's apex leaves (SHA-256, TreeD's
+/// hash) and its root's path to comm_d_new along the partition's bits.
+fn apex<CS: ConstraintSystem<Fr>>(
+    cs: &mut CS,
+    head: &Head,
+    native: bool,
+) -> Result<(), SynthesisError> {
+    let mut cs = cs.namespace(|| "apex_gadget");
+    let mut row = head.apex_leafs.clone();
+    let mut tree_row = 0;
+    while row.len() > 1 {
+        row = row
+            .chunks(2)
+            .enumerate()
+            .map(|(i, pair)| {
+                let cs = cs.namespace(|| {
+                    format!("apex_tree generation hash (tree_row={tree_row}, siblings={i})")
+                });
+                if native {
+                    sha256_nodes(cs, pair)
+                } else {
+                    <TreeDHasher as Hasher>::Function::hash2_circuit(cs, &pair[0], &pair[1])
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        tree_row += 1;
+    }
+    let root = row
+        .pop()
+        .ok_or_else(|| malformed("no apex leaves".into()))?;
+    tree_d_path(
+        cs.namespace(|| "partition-tree por"),
+        head.partition_bits.clone(),
+        root,
+        head.partition_path.clone(),
+        &head.comm_d_new,
+        native,
+    )
+}
+
+/// storage-proofs-core's `por_no_challenge_input` over TreeD (binary,
+/// SHA-256), its hashes made natively with `native` on: per level the node
+/// placed beside its sibling by the challenge's bit (`insert`) and their
+/// SHA-256 ([`sha256_nodes`]). The root comparison is a constraint only.
+fn tree_d_path<CS: ConstraintSystem<Fr>>(
+    mut cs: CS,
+    bits: Vec<AllocatedBit>,
+    leaf: AllocatedNum<Fr>,
+    path: Vec<Vec<AllocatedNum<Fr>>>,
+    root: &AllocatedNum<Fr>,
+    native: bool,
+) -> Result<(), SynthesisError> {
+    if !native {
+        return por_no_challenge_input::<TreeD, _>(cs, bits, leaf, path, root.clone());
+    }
+    if bits.len() != path.len() || path.iter().any(|s| s.len() != 1) {
+        return Err(malformed(format!(
+            "a TreeD path of {} levels for {} challenge bits",
+            path.len(),
+            bits.len()
+        )));
+    }
+    let mut cur = leaf;
+    for (height, (bit, sibling)) in bits.into_iter().zip(path).enumerate() {
+        let pair = insert(
+            &mut cs.namespace(|| format!("merkle proof insert (height={height})")),
+            &cur,
+            &[Boolean::from(bit)],
+            &sibling,
+        )?;
+        cur = sha256_nodes(
+            cs.namespace(|| format!("merkle proof hash (height={height})")),
+            &pair,
+        )?;
+    }
+    Ok(())
+}
+
+/// TreeD's node from its children as `Sha256Function` makes it in a
+/// circuit (`hash2_circuit`, `hash_multi_leaf_circuit`): each child's 255
+/// bits padded to 256 and reversed per byte, their SHA-256 by
+/// [`cuzk_synth::native::sha256`] (bellperson's gadget's values, natively),
+/// reversed per byte and packed into a field element.
+fn sha256_nodes<CS: ConstraintSystem<Fr>>(
+    mut cs: CS,
+    nodes: &[AllocatedNum<Fr>],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    let mut preimage = Vec::with_capacity(nodes.len() * 256);
+    for (i, node) in nodes.iter().enumerate() {
+        let bits = node.to_bits_le(cs.namespace(|| format!("{i}_num_into_bits")))?;
+        preimage.extend(reverse_bit_numbering(bits));
+    }
+    let digest = cuzk_synth::native::sha256::sha256(cs.namespace(|| "hash"), &preimage)?;
+    let bits = reverse_bit_numbering(digest);
+    pack_bits(cs.namespace(|| "pack_le"), &bits[..Fr::CAPACITY as usize])
+}
+
+/// The aux values of [`apex`]: a SHA-256 hash per apex tree node and a
+/// level (the node placed among its siblings, their hash) per partition
+/// bit, each measured once on a scratch system.
+fn apex_aux<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(
+    ctx: &Context<Tree>,
+) -> Result<usize, SynthesisError> {
+    let mut cs = WitnessCs::part();
+    let x = ctx.head.comm_d_new.clone();
+    let before = cs.aux_len();
+    <TreeDHasher as Hasher>::Function::hash2_circuit(cs.namespace(|| "h"), &x, &x)?;
+    let hash = cs.aux_len() - before;
+    let bit = AllocatedBit::alloc(cs.namespace(|| "b"), Some(false))?;
+    let before = cs.aux_len();
+    por_no_challenge_input::<TreeD, _>(
+        cs.namespace(|| "p"),
+        vec![bit],
+        x.clone(),
+        vec![vec![x.clone()]],
+        x,
+    )?;
+    let level = cs.aux_len() - before;
+    let leaves = ctx.head.apex_leafs.len();
+    Ok(leaves.saturating_sub(1) * hash + ctx.c.pp.partition_bit_len * level)
+}
+
+/// Every challenge's bits below the partition's: cut from Poseidon
+/// digests of comm_r_new and a digest index (k × digests + j).
+fn gen_challenge_bits<Tree, CS>(
+    cs: &mut CS,
+    c: &Shape<Tree>,
+    head: &Head,
+    native: bool,
+) -> Result<Vec<Vec<AllocatedBit>>, SynthesisError>
+where
+    Tree: MerkleTreeTrait<Hasher = TreeRHasher>,
+    CS: ConstraintSystem<Fr>,
+{
+    let mut cs = cs.namespace(|| "gen_challenge_bits");
+    let challenges = c.pp.challenge_count;
+    let per_challenge = c.below_partition();
+    let per_digest = Fr::CAPACITY as usize / per_challenge;
+    let digests = challenges.div_ceil(per_digest);
+    let mut out = Vec::with_capacity(challenges);
+    for j in 0..digests {
+        let index = head
+            .partition
+            .get_value()
+            .map(|k| k * Fr::from(digests as u64) + Fr::from(j as u64));
+        let index = alloc(&mut cs, || format!("digest_index_{j}"), index)?;
+        let digest = poseidon(
+            cs.namespace(|| format!("digest_{j}")),
+            vec![head.comm_r_new.clone(), index],
+            &POSEIDON_CONSTANTS_GEN_RANDOMNESS,
+            native,
+        )?;
+        let bits = field_into_allocated_bits_le(
+            cs.namespace(|| format!("digest_{j}_bits")),
+            digest.get_value(),
+        )?;
+        let take = (challenges - out.len()).min(per_digest);
+        out.extend(bits.chunks(per_challenge).take(take).map(<[_]>::to_vec));
+    }
+    Ok(out)
+}
+
+fn synthesize_part<Tree, CS>(
+    cs: &mut CS,
+    ctx: &Context<Tree>,
+    part: Part,
+    native: bool,
+) -> Result<(), SynthesisError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+    CS: ConstraintSystem<Fr>,
+{
+    match part {
+        Part::Head => head(cs, &ctx.c, native).map(drop),
+        Part::Apex => apex(cs, &ctx.head, native),
+        Part::Gen => gen_challenge_bits(cs, &ctx.c, &ctx.head, native).map(drop),
+        Part::Challenge(i) => challenge::<Tree, _>(cs, ctx, i, native),
+    }
+}
+
+/// Challenge `i`'s block, as the circuit's loop allocates it.
+fn challenge<Tree, CS>(
+    cs: &mut CS,
+    ctx: &Context<Tree>,
+    i: usize,
+    native: bool,
+) -> Result<(), SynthesisError>
+where
+    Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>,
+    CS: ConstraintSystem<Fr>,
+{
+    let (c, head) = (&ctx.c, &ctx.head);
+    let proof = &c.proofs()[i];
+    let c_bits: Vec<AllocatedBit> = ctx.bits[i]
+        .iter()
+        .chain(&head.partition_bits)
+        .cloned()
+        .collect();
+    let c_high = high_bits(
+        cs.namespace(|| format!("get_challenge_high_bits (c_index={i})")),
+        &c_bits,
+        &head.h_select_bits,
+        &hs(c.pp.sector_nodes),
+    )?;
+    let rho = poseidon(
+        cs.namespace(|| format!("rho (c_index={i})")),
+        vec![head.phi.clone(), c_high],
+        &POSEIDON_CONSTANTS_GEN_RANDOMNESS,
+        native,
+    )?;
+    let leaf_r_old = alloc(
+        &mut *cs,
+        || format!("leaf_r_old (c_index={i})"),
+        proof.leaf_r_old,
+    )?;
+    let leaf_d_new = alloc(
+        &mut *cs,
+        || format!("leaf_d_new (c_index={i})"),
+        proof.leaf_d_new,
+    )?;
+    // label_r_new = label_r_old + label_d_new * rho.
+    let leaf_r_new = {
+        let mut cs = cs.namespace(|| format!("leaf_r_new (c_index={i})"));
+        let d_rho = leaf_d_new.mul(cs.namespace(|| "label_d_new * rho"), &rho)?;
+        let value = leaf_r_old
+            .get_value()
+            .zip(d_rho.get_value())
+            .map(|(a, b)| a + b);
+        alloc(&mut cs, || "label_r_new".into(), value)?
+    };
+    if let (Some(found), Some(given)) = (leaf_r_new.get_value(), proof.leaf_r_new)
+        && found != given
+    {
+        return Err(malformed(format!(
+            "challenge {i}: leaf_r_new is not leaf_r_old + leaf_d_new * rho"
+        )));
+    }
+
+    for (tree, leaf, root, path) in [
+        ("r_old", leaf_r_old, &head.root_r_old, &proof.path_r_old),
+        ("r_new", leaf_r_new, &head.root_r_new, &proof.path_r_new),
+    ] {
+        let path = path
+            .iter()
+            .enumerate()
+            .map(|(row, siblings)| {
+                siblings
+                    .iter()
+                    .enumerate()
+                    .map(|(s, v)| {
+                        alloc(
+                            &mut *cs,
+                            || {
+                                format!(
+                                    "path_{tree} sibling (c_index={i}, tree_row={row}, \
+                                     sibling_index={s})"
+                                )
+                            },
+                            *v,
+                        )
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let cs = cs.namespace(|| format!("por tree_{tree} (c_index={i})"));
+        if native {
+            por_native::<Tree::Arity, Tree::SubTreeArity, Tree::TopTreeArity, _>(
+                cs,
+                c_bits.clone(),
+                leaf,
+                path,
+            )?;
+        } else {
+            por_no_challenge_input::<Tree, _>(cs, c_bits.clone(), leaf, path, root.clone())?;
+        }
+    }
+
+    let below_apex = c.below_apex();
+    let apex_bits = booleans(&c_bits[below_apex..c.below_partition()]);
+    let apex_leaf = select(
+        cs.namespace(|| format!("select_apex_leaf (c_index={i})")),
+        &head.apex_leafs,
+        &apex_bits,
+    )?;
+    let path = proof
+        .path_d_new
+        .iter()
+        .take(below_apex)
+        .enumerate()
+        .map(|(row, s)| {
+            alloc(
+                &mut *cs,
+                || format!("path_to_apex_leaf sibling (c_index={i}, tree_row={row})"),
+                s[0],
+            )
+            .map(|s| vec![s])
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut bits = c_bits;
+    bits.truncate(below_apex);
+    tree_d_path(
+        cs.namespace(|| format!("por to_apex_leaf (c_index={i})")),
+        bits,
+        leaf_d_new,
+        path,
+        &apex_leaf,
+        native,
+    )
+}
+
+/// The challenge's `h` high bits packed, for the one `h` that h_select
+/// selects (zero for the others, then their sum).
+fn high_bits<CS: ConstraintSystem<Fr>>(
+    mut cs: CS,
+    c_bits: &[AllocatedBit],
+    h_select_bits: &[AllocatedBit],
+    hs: &[usize],
+) -> Result<AllocatedNum<Fr>, SynthesisError> {
+    if h_select_bits.len() != hs.len() {
+        return Err(malformed(
+            "h_select bits and h values differ in count".into(),
+        ));
+    }
+    let bits = booleans(c_bits);
+    let mut sum = Some(Fr::from(0u64));
+    for (k, (h, selected)) in hs.iter().zip(h_select_bits).enumerate() {
+        let high = pack_bits(
+            cs.namespace(|| format!("c_high (h={h}, k={k})")),
+            &bits[bits.len() - h..],
+        )?;
+        let value = match selected.get_value() {
+            Some(true) => high.get_value(),
+            Some(false) => Some(Fr::from(0u64)),
+            None => None,
+        };
+        let or_zero = alloc(&mut cs, || format!("c_high_or_zero (h={h}, k={k})"), value)?;
+        sum = sum.zip(or_zero.get_value()).map(|(s, v)| s + v);
+    }
+    alloc(&mut cs, || "c_high_selected".into(), sum)
+}
+
+/// storage-proofs-core's `por_no_challenge_input` over a Poseidon tree of
+/// arities `U` (base), `V` (sub-tree, 0 for none) and `W` (top tree): per
+/// level, the node placed among its siblings by the challenge's bits
+/// (`insert`) and their hash, made by [`crate::poseidon::poseidon_hash`].
+/// The root comparison is a constraint only: nothing to allocate.
+fn por_native<U, V, W, CS>(
+    mut cs: CS,
+    bits: Vec<AllocatedBit>,
+    leaf: AllocatedNum<Fr>,
+    path: Vec<Vec<AllocatedNum<Fr>>>,
+) -> Result<(), SynthesisError>
+where
+    U: PoseidonArity,
+    V: PoseidonArity,
+    W: PoseidonArity,
+    CS: ConstraintSystem<Fr>,
+{
+    let (base, sub, top) = (U::to_usize(), V::to_usize(), W::to_usize());
+    let upper = usize::from(sub > 0) + usize::from(top > 0);
+    let base_levels = path
+        .len()
+        .checked_sub(upper)
+        .ok_or_else(|| malformed(format!("a TreeR path of {} levels", path.len())))?;
+    let mut cur = leaf;
+    let mut bits = bits.into_iter().map(Boolean::from);
+    for (height, siblings) in path.into_iter().enumerate() {
+        let arity = if height < base_levels {
+            base
+        } else if height == base_levels && sub > 0 {
+            sub
+        } else {
+            top
+        };
+        if siblings.len() + 1 != arity {
+            return Err(malformed(format!(
+                "{} siblings at a TreeR level of arity {arity}",
+                siblings.len()
+            )));
+        }
+        let index: Vec<Boolean> = bits
+            .by_ref()
+            .take(arity.trailing_zeros() as usize)
+            .collect();
+        if index.len() != arity.trailing_zeros() as usize {
+            return Err(malformed("too few challenge bits for a TreeR path".into()));
+        }
+        let preimage = insert(
+            &mut cs.namespace(|| format!("merkle proof insert (height={height})")),
+            &cur,
+            &index,
+            &siblings,
+        )?;
+        let hash = cs.namespace(|| format!("merkle proof hash (height={height})"));
+        cur = match arity {
+            a if a == base => crate::poseidon::poseidon_hash(hash, &preimage, U::PARAMETERS()),
+            a if a == sub => crate::poseidon::poseidon_hash(hash, &preimage, V::PARAMETERS()),
+            _ => crate::poseidon::poseidon_hash(hash, &preimage, W::PARAMETERS()),
+        }?;
+    }
+    if bits.next().is_some() {
+        return Err(malformed("challenge bits left over a TreeR path".into()));
+    }
+    Ok(())
+}
