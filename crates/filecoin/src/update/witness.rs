@@ -33,9 +33,13 @@
 //!
 //! With `native` on, every Poseidon hash (phi, the comm_r checks, the
 //! digests, rho, and each TreeR path level) is made by
-//! [`crate::poseidon::poseidon_hash`]: the same values as neptune's gadget,
-//! several times faster. TreeD is SHA-256 and stays the gadget. The PCE and
-//! proving keys always come from storage-proofs-update's own circuit; the
+//! [`crate::poseidon::poseidon_hash`] and every SHA-256 of TreeD (the apex
+//! tree, the partition's path, each challenge's path to its apex leaf) by
+//! [`cuzk_synth::native::sha256`], around the same bit decompositions,
+//! `insert` and packing: the values of neptune's and bellperson's gadgets,
+//! several times faster. Off, they are those gadgets (storage-proofs-core's
+//! `por_no_challenge_input` for the paths). The PCE and proving keys
+//! always come from storage-proofs-update's own circuit; the
 //! tests compare this witness with its sequential one value for value.
 
 use bellperson::gadgets::boolean::{AllocatedBit, Boolean, field_into_allocated_bits_le};
@@ -88,9 +92,10 @@ pub fn witness<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     }
 }
 
-/// [`witness`]'s parts with their Poseidon hashes made natively or by
-/// neptune's gadget (and the TreeR paths by storage-proofs-core's
-/// `por_no_challenge_input`), as `native` says, whatever the switch.
+/// [`witness`]'s parts with their Poseidon and SHA-256 hashes made
+/// natively or by neptune's and bellperson's gadgets (and the paths by
+/// storage-proofs-core's `por_no_challenge_input`), as `native` says,
+/// whatever the switch.
 pub fn witness_with<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     circuit: UpdateCircuit<Tree>,
     inputs: usize,
