@@ -20,9 +20,12 @@
 //! bits, phi, roots and apex leaves; a witness system keeps no constraints,
 //! so only their values matter, and a challenge synthesized on its own with
 //! stand-ins (the same values allocated on a scratch system) assigns what
-//! it assigns in place. The head is cut in three parts: everything up to
-//! the comm_r checks, the apex tree and its path (131 SHA-256 hashes at
-//! 32 GiB, a few challenges' worth: first in line), and the challenge bits.
+//! it assigns in place. The head is cut in parts too: everything up to
+//! the comm_r checks; the apex tree (127 SHA-256 hashes at 8 MiB and
+//! 32 GiB: more than half of an 8 MiB partition's work, seven 32 GiB
+//! challenges' worth) in parts of 16 hashes, their children stand-ins made
+//! with TreeD's own hash, the last with the apex root's path; and the
+//! challenge bits.
 //! storage-proofs-update keeps its gadgets private (`pub(crate) mod
 //! gadgets`), so this module writes them again from reading them
 //! (`apex_por`, `gen_challenge_bits`, `get_challenge_high_bits`,
@@ -57,7 +60,7 @@ use storage_proofs_core::merkle::MerkleTreeTrait;
 use storage_proofs_core::util::reverse_bit_numbering;
 use storage_proofs_update::circuit::{ChallengeProof, PrivateInputs};
 use storage_proofs_update::constants::{
-    POSEIDON_CONSTANTS_GEN_RANDOMNESS, TreeD, TreeDHasher, TreeRHasher, hs,
+    POSEIDON_CONSTANTS_GEN_RANDOMNESS, TreeD, TreeDDomain, TreeDHasher, TreeRHasher, hs,
 };
 use storage_proofs_update::{EmptySectorUpdateCircuit, PublicParams};
 
@@ -112,21 +115,41 @@ pub fn witness_with<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
     let head_aux = scratch.aux_len();
     let bits = gen_challenge_bits(&mut scratch, &c, &stand_in, native)?;
     let gen_aux = scratch.aux_len() - head_aux;
+    let apex_tree = apex_tree(&mut scratch, &stand_in.apex_leafs)?;
+    let apex_hashes: Vec<(usize, usize)> = apex_tree
+        .iter()
+        .enumerate()
+        .flat_map(|(row, nodes)| (0..nodes.len() / 2).map(move |i| (row, i)))
+        .collect();
+    let apex_parts = apex_hashes.len().div_ceil(APEX_HASHES_PER_PART).max(1);
     let ctx = Context {
         c,
         head: stand_in,
         bits,
+        apex_tree,
+        apex_hashes,
+        apex_parts,
     };
 
-    let parts: Vec<Part> = [Part::Head, Part::Apex, Part::Gen]
-        .into_iter()
+    let parts: Vec<Part> = std::iter::once(Part::Head)
+        .chain((0..apex_parts).map(Part::Apex))
+        .chain(std::iter::once(Part::Gen))
         .chain((0..n).map(Part::Challenge))
         .collect();
     let _s = tracing::info_span!("update_witness", aux, parts = parts.len(), native).entered();
     let pass = PartsGate::global().enter(parts.len());
     let cs = WitnessCs::with_capacity(inputs, aux);
     if aux > 0 {
-        let apex_aux = apex_aux(&ctx)?;
+        let (hash_aux, level_aux) = apex_aux(&ctx)?;
+        let apex_part_aux = |j: usize| {
+            let path = if j + 1 == ctx.apex_parts {
+                ctx.c.pp.partition_bit_len * level_aux
+            } else {
+                0
+            };
+            ctx.apex_range(j).len() * hash_aux + path
+        };
+        let apex_aux: usize = (0..apex_parts).map(apex_part_aux).sum();
         let bad = || SynthError::PartMismatch {
             part: 0,
             what: "aux count",
@@ -144,7 +167,7 @@ pub fn witness_with<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
             .into_iter()
             .map(|p| match p {
                 Part::Head => (head_aux, p),
-                Part::Apex => (apex_aux, p),
+                Part::Apex(j) => (apex_part_aux(j), p),
                 Part::Gen => (gen_aux, p),
                 Part::Challenge(_) => (per, p),
             })
@@ -176,8 +199,9 @@ pub fn witness_with<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
 enum Part {
     /// Inputs, commitments, phi, private inputs and the comm_r checks.
     Head,
-    /// The apex tree over the apex leaves and its path to comm_d_new.
-    Apex,
+    /// Apex tree hashes `ctx.apex_range(.0)`; the last part also the apex
+    /// root's path to comm_d_new.
+    Apex(usize),
     /// Every challenge's bits.
     Gen,
     /// Challenge `.0`'s rho, label and three paths.
@@ -293,6 +317,52 @@ struct Context<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> {
     c: Shape<Tree>,
     head: Head,
     bits: Vec<Vec<AllocatedBit>>,
+    /// The apex tree's rows from the apex leaves to its root.
+    apex_tree: Vec<Vec<AllocatedNum<Fr>>>,
+    /// Its hashes in the circuit's order: (row of the children, pair).
+    apex_hashes: Vec<(usize, usize)>,
+    apex_parts: usize,
+}
+
+/// Apex tree hashes per part: 127 at 8 MiB and 32 GiB, which alone are
+/// more than half of an 8 MiB partition's SHA-256 and as much as seven of
+/// a 32 GiB partition's challenges (19 hashes in TreeD each), so they are
+/// cut into parts of about a challenge's size.
+const APEX_HASHES_PER_PART: usize = 16;
+
+impl<Tree: MerkleTreeTrait<Hasher = TreeRHasher>> Context<Tree> {
+    /// The apex tree hashes of apex part `j`.
+    fn apex_range(&self, j: usize) -> std::ops::Range<usize> {
+        let n = self.apex_hashes.len();
+        (j * APEX_HASHES_PER_PART).min(n)..((j + 1) * APEX_HASHES_PER_PART).min(n)
+    }
+}
+
+/// Stand-ins for the apex tree: its rows up from the leaves, each node
+/// TreeD's hash of its children (`Sha256Function::hash2`, the value the
+/// circuit's `hash2_circuit` packs: TreeD is built with it).
+fn apex_tree<CS: ConstraintSystem<Fr>>(
+    cs: &mut CS,
+    leafs: &[AllocatedNum<Fr>],
+) -> Result<Vec<Vec<AllocatedNum<Fr>>>, SynthesisError> {
+    let mut rows = vec![leafs.to_vec()];
+    while let Some(row) = rows.last().filter(|r| r.len() > 1) {
+        let next = row
+            .chunks(2)
+            .map(|pair| {
+                let value = match pair {
+                    [a, b] => a.get_value().zip(b.get_value()).map(|(a, b)| {
+                        let (a, b) = (TreeDDomain::from(a), TreeDDomain::from(b));
+                        Fr::from(<TreeDHasher as Hasher>::Function::hash2(&a, &b))
+                    }),
+                    _ => return Err(malformed("an odd apex tree row".into())),
+                };
+                alloc(&mut *cs, || "apex node".into(), value)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.push(next);
+    }
+    Ok(rows)
 }
 
 fn alloc<CS: ConstraintSystem<Fr>>(
@@ -417,38 +487,40 @@ where
 
 /// The apex tree over this partition's apex leaves (SHA-256, TreeD's
 /// hash) and its root's path to comm_d_new along the partition's bits.
-fn apex<CS: ConstraintSystem<Fr>>(
+fn apex<Tree, CS>(
     cs: &mut CS,
-    head: &Head,
+    ctx: &Context<Tree>,
+    part: usize,
     native: bool,
-) -> Result<(), SynthesisError> {
+) -> Result<(), SynthesisError>
+where
+    Tree: MerkleTreeTrait<Hasher = TreeRHasher>,
+    CS: ConstraintSystem<Fr>,
+{
     let mut cs = cs.namespace(|| "apex_gadget");
-    let mut row = head.apex_leafs.clone();
-    let mut tree_row = 0;
-    while row.len() > 1 {
-        row = row
-            .chunks(2)
-            .enumerate()
-            .map(|(i, pair)| {
-                let cs = cs.namespace(|| {
-                    format!("apex_tree generation hash (tree_row={tree_row}, siblings={i})")
-                });
-                if native {
-                    sha256_nodes(cs, pair)
-                } else {
-                    <TreeDHasher as Hasher>::Function::hash2_circuit(cs, &pair[0], &pair[1])
-                }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        tree_row += 1;
+    for &(row, i) in &ctx.apex_hashes[ctx.apex_range(part)] {
+        let pair = &ctx.apex_tree[row][2 * i..2 * i + 2];
+        let cs =
+            cs.namespace(|| format!("apex_tree generation hash (tree_row={row}, siblings={i})"));
+        if native {
+            sha256_nodes(cs, pair)?;
+        } else {
+            <TreeDHasher as Hasher>::Function::hash2_circuit(cs, &pair[0], &pair[1])?;
+        }
     }
-    let root = row
-        .pop()
+    if part + 1 < ctx.apex_parts {
+        return Ok(());
+    }
+    let head = &ctx.head;
+    let root = ctx
+        .apex_tree
+        .last()
+        .and_then(|r| r.first())
         .ok_or_else(|| malformed("no apex leaves".into()))?;
     tree_d_path(
         cs.namespace(|| "partition-tree por"),
         head.partition_bits.clone(),
-        root,
+        root.clone(),
         head.partition_path.clone(),
         &head.comm_d_new,
         native,
@@ -512,29 +584,28 @@ fn sha256_nodes<CS: ConstraintSystem<Fr>>(
     pack_bits(cs.namespace(|| "pack_le"), &bits[..Fr::CAPACITY as usize])
 }
 
-/// The aux values of [`apex`]: a SHA-256 hash per apex tree node and a
-/// level (the node placed among its siblings, their hash) per partition
-/// bit, each measured once on a scratch system.
+/// The aux values of one apex tree hash and of one level of the apex
+/// root's path ([`apex`]: the node placed beside its sibling, their hash),
+/// each measured once on a scratch system (natively: the same count).
 fn apex_aux<Tree: MerkleTreeTrait<Hasher = TreeRHasher>>(
     ctx: &Context<Tree>,
-) -> Result<usize, SynthesisError> {
+) -> Result<(usize, usize), SynthesisError> {
     let mut cs = WitnessCs::part();
     let x = ctx.head.comm_d_new.clone();
     let before = cs.aux_len();
-    <TreeDHasher as Hasher>::Function::hash2_circuit(cs.namespace(|| "h"), &x, &x)?;
+    sha256_nodes(cs.namespace(|| "h"), &[x.clone(), x.clone()])?;
     let hash = cs.aux_len() - before;
     let bit = AllocatedBit::alloc(cs.namespace(|| "b"), Some(false))?;
     let before = cs.aux_len();
-    por_no_challenge_input::<TreeD, _>(
+    tree_d_path(
         cs.namespace(|| "p"),
         vec![bit],
         x.clone(),
         vec![vec![x.clone()]],
-        x,
+        &x,
+        true,
     )?;
-    let level = cs.aux_len() - before;
-    let leaves = ctx.head.apex_leafs.len();
-    Ok(leaves.saturating_sub(1) * hash + ctx.c.pp.partition_bit_len * level)
+    Ok((hash, cs.aux_len() - before))
 }
 
 /// Every challenge's bits below the partition's: cut from Poseidon
@@ -589,7 +660,7 @@ where
 {
     match part {
         Part::Head => head(cs, &ctx.c, native).map(drop),
-        Part::Apex => apex(cs, &ctx.head, native),
+        Part::Apex(j) => apex(cs, ctx, j, native),
         Part::Gen => gen_challenge_bits(cs, &ctx.c, &ctx.head, native).map(drop),
         Part::Challenge(i) => challenge::<Tree, _>(cs, ctx, i, native),
     }
