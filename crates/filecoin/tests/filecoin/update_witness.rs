@@ -73,14 +73,14 @@ fn parts_equal_sequential<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>
         let start = Instant::now();
         let gadget = update::witness_with(circuit.clone(), inputs, aux, false).unwrap();
         let t_gadget = start.elapsed();
-        assert!(gadget == reference, "{what}: Poseidon gadget, size known");
+        assert!(gadget == reference, "{what}: gadgets, size known");
         let gadget = update::witness_with(circuit.clone(), 0, 0, false).unwrap();
-        assert!(gadget == reference, "{what}: Poseidon gadget, size unknown");
+        assert!(gadget == reference, "{what}: gadgets, size unknown");
         let switched = update::witness(circuit.clone(), inputs, aux).unwrap();
         assert!(switched == reference, "{what}: update::witness");
         eprintln!(
-            "{what}: {aux} aux; storage-proofs {t_ref:.2?}, parts: native Poseidon \
-             {t_native:.2?}, gadget {t_gadget:.2?} on {} threads",
+            "{what}: {aux} aux; storage-proofs {t_ref:.2?}, parts: native {t_native:.2?}, \
+             gadgets {t_gadget:.2?} on {} threads",
             rayon::current_num_threads()
         );
 
