@@ -12,7 +12,7 @@
 //! storms by request id (one job each, never duplicated).
 //!
 //! `CUZK_FILECOIN_SOAK_REQUESTS` sets the soak's size: 200 by default on a
-//! machine that has (or must have, `CUZK_REQUIRE_GPU=1`) a GPU, 24 on the
+//! machine that has (or must have, `CUZK_REQUIRE_GPU=1`) a GPU, 12 on the
 //! CPU backend, where each PoRep C2 or SnapDeals proof takes tens of
 //! seconds (the first four requests are one of each kind, the fifth is
 //! cancelled at once, the sixth's client goes away, so every path runs at
@@ -449,7 +449,7 @@ async fn winning_post_overtakes_porep_and_a_mixed_soak_verifies_and_ends_idle() 
     let total: u64 = std::env::var("CUZK_FILECOIN_SOAK_REQUESTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(if on_gpu { 200 } else { 24 });
+        .unwrap_or(if on_gpu { 200 } else { 12 });
     assert!(
         total >= 6,
         "CUZK_FILECOIN_SOAK_REQUESTS: at least 6 requests"
