@@ -26,11 +26,18 @@
 //!
 //! ```text
 //! cargo run --profile test -p cuzk-filecoin --example post_witness_bench -- \
-//!     --post-proof StackedDrgWindow32GiBV1_1 --sectors 64 --runs 5
+//!     --post-proof StackedDrgWindow32GiBV1_1 --sectors 64 --runs 5 [--json REV CMD]
 //! ```
 //!
 //! A WindowPoSt partition is cut to its first `--sectors` sectors (a 32 GiB
 //! one has 2,349, which is 4 GB of witness).
+
+// The benchmark examples' shared arguments and result entries, by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
+#[path = "../../groth16-cuda/examples/common/mod.rs"]
+mod common;
+use args::JsonRecord;
 
 use std::time::{Duration, Instant};
 
@@ -56,6 +63,8 @@ struct Args {
     /// Namespace depth of the profile.
     #[arg(long, default_value_t = 6)]
     depth: usize,
+    #[command(flatten)]
+    json: JsonRecord,
 }
 
 fn main() -> Result<()> {
@@ -126,10 +135,12 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             t_one[run], t_sp[run], t_gadget[run], t_native[run]
         );
     }
+    let secs = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).collect::<Vec<_>>();
+    let samples = [&t_one, &t_sp, &t_gadget, &t_native].map(|v| secs(v));
     let (one, sp) = (median(t_one), median(t_sp));
     let (gadget, native) = (median(t_gadget), median(t_native));
     let x = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    println!(
+    eprintln!(
         "{proof}, {} sectors, {aux} aux, {threads} threads, median of {}: one thread {one:.3?}, \
          storage-proofs on the pool {sp:.3?}, parts with the Poseidon gadget {gadget:.3?}, \
          parts with native Poseidon {native:.3?}; one thread / parts: gadget {:.2}x, native \
@@ -141,6 +152,34 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
         x(sp, native),
         x(gadget, native),
     );
+
+    if let Some((revision, command)) = args.json.get() {
+        let names = [
+            "one-thread",
+            "storage-proofs-pool",
+            "parts-gadget",
+            "parts-native",
+        ];
+        let notes = format!(
+            "{} sectors, {inputs} inputs, {aux} aux; {threads} threads; every run checked \
+             equal to storage-proofs' sequential witness",
+            circuit.sectors().len()
+        );
+        let results = names
+            .iter()
+            .zip(&samples)
+            .map(|(name, v)| {
+                common::result_vs(
+                    format!("witness/{proof}/partition0/{name}"),
+                    v,
+                    ("one-thread", one.as_secs_f64()),
+                    notes.clone(),
+                )
+            })
+            .collect();
+        let doc = cuzk_engine::bench::bench_doc(revision, command, results);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    }
 
     let reference_circuit = circuit.clone();
     let profile = Profile::of(circuit, args.depth)?;
@@ -159,7 +198,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     }
     let sum = (poseidon + path + other).as_secs_f64();
     let pct = |d: Duration| 100.0 * d.as_secs_f64() / sum;
-    println!(
+    eprintln!(
         "by gadget (storage-proofs, one thread, profiled {:.3?}): Poseidon {poseidon:.3?} \
          ({:.1}%), Merkle path without its hashes {path:.3?} ({:.1}%), other {other:.3?} \
          ({:.1}%)",
@@ -198,7 +237,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
     let circuit_hashes = per_path[0] * paths as u32 + c2 * sectors;
     let witness_hashes = per_path[1] * paths as u32;
     let native_hashes = per_path[2] * paths as u32 + n2 * sectors;
-    println!(
+    eprintln!(
         "Poseidon alone: arity 2 {c2:.2?} per hash as the gadget's witness, {w2:.2?} as the \
          native witness, {n2:.2?} the hash alone; a path's {} levels (arities {levels:?}) \
          {:.2?} gadget, {:.2?} native witness, {:.2?} hash alone; the partition's {paths} \

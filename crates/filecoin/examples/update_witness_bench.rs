@@ -13,13 +13,20 @@
 //!
 //! ```text
 //! cargo run --release -p cuzk-filecoin --example update_witness_bench -- \
-//!     --update-proof StackedDrg8MiBV1 --runs 3
+//!     --update-proof StackedDrg8MiBV1 --runs 3 [--json REV CMD]
 //! ```
 //!
 //! At aa9bc8a, a 32 GiB partition (80,978,488 aux) on 16 cores of the H100
 //! host: sequential 34.6 s, parts native 0.31 s (112x), parts with the
 //! gadgets 2.46 s (14x), parts native on one thread 4.33 s (8x); 94% of the
 //! sequential time is TreeD's SHA-256.
+
+// The benchmark examples' shared arguments and result entries, by path.
+#[path = "../../groth16-cuda/examples/common/args.rs"]
+mod args;
+#[path = "../../groth16-cuda/examples/common/mod.rs"]
+mod common;
+use args::JsonRecord;
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +49,8 @@ struct Args {
     /// Namespace depth of the profile.
     #[arg(long, default_value_t = 3)]
     depth: usize,
+    #[command(flatten)]
+    json: JsonRecord,
 }
 
 fn main() -> Result<()> {
@@ -106,9 +115,11 @@ fn run<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(args: &Args) -> Re
             t[0][run], t[1][run], t[2][run], t[3][run]
         );
     }
+    let secs = |v: &[Duration]| v.iter().map(Duration::as_secs_f64).collect::<Vec<_>>();
+    let samples = [&t[0], &t[1], &t[2], &t[3]].map(|v| secs(v));
     let [seq, one_parts, gadget, native] = t.map(median);
     let x = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    println!(
+    eprintln!(
         "{proof}, {aux} aux, {threads} threads, median of {}: sequential (one thread) \
          {seq:.3?}, parts native on one thread {one_parts:.3?}, parts with the gadgets \
          {gadget:.3?}, parts native {native:.3?}; sequential / parts: native {:.2}x, gadgets \
@@ -118,6 +129,33 @@ fn run<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(args: &Args) -> Re
         x(seq, gadget),
         x(seq, one_parts),
     );
+
+    if let Some((revision, command)) = args.json.get() {
+        let names = [
+            "sequential-1t",
+            "parts-native-1t",
+            "parts-gadgets",
+            "parts-native",
+        ];
+        let notes = format!(
+            "{inputs} inputs, {aux} aux; {threads} threads; every run checked equal to \
+             storage-proofs-update's sequential witness"
+        );
+        let results = names
+            .iter()
+            .zip(&samples)
+            .map(|(name, v)| {
+                common::result_vs(
+                    format!("witness/{proof}/partition0/{name}"),
+                    v,
+                    ("sequential-1t", seq.as_secs_f64()),
+                    notes.clone(),
+                )
+            })
+            .collect();
+        let doc = cuzk_engine::bench::bench_doc(revision, command, results);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    }
 
     let profile = one.install(|| Profile::of(circuit, args.depth))?;
     let (mut sha, mut poseidon, mut other) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -141,7 +179,7 @@ fn run<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(args: &Args) -> Re
     }
     let sum = (sha + poseidon + other).as_secs_f64();
     let pct = |d: Duration| 100.0 * d.as_secs_f64() / sum;
-    println!(
+    eprintln!(
         "by gadget (storage-proofs-update, one thread, profiled {:.3?}): TreeD paths and the \
          apex tree (SHA-256) {sha:.3?} ({:.1}%), TreeR paths and other Poseidon {poseidon:.3?} \
          ({:.1}%), other {other:.3?} ({:.1}%)",

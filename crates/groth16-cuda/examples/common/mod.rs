@@ -92,3 +92,19 @@ pub fn result(name: String, samples: &[f64], extra: Value) -> Value {
     }
     r
 }
+
+/// A result entry in seconds from `samples` beside a baseline measured in
+/// the same run (its name and median): `ratio_vs_baseline` is the
+/// baseline's median over this one's, so larger is faster.
+pub fn result_vs(name: String, samples: &[f64], baseline: (&str, f64), notes: String) -> Value {
+    let median = Stat::of(samples.to_vec()).median;
+    result(
+        name,
+        samples,
+        json!({
+            "baseline": {"name": baseline.0, "median": baseline.1},
+            "ratio_vs_baseline": baseline.1 / median,
+            "notes": notes,
+        }),
+    )
+}
