@@ -165,18 +165,8 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
              equal to storage-proofs' sequential witness",
             circuit.sectors().len()
         );
-        let results = names
-            .iter()
-            .zip(&samples)
-            .map(|(name, v)| {
-                common::result_vs(
-                    format!("witness/{proof}/partition0/{name}"),
-                    v,
-                    ("one-thread", one.as_secs_f64()),
-                    notes.clone(),
-                )
-            })
-            .collect();
+        let prefix = format!("witness/{proof}/partition0");
+        let results = common::results_vs(&prefix, &names, &samples, 0, &notes);
         let doc = cuzk_engine::bench::bench_doc(revision, command, results);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }

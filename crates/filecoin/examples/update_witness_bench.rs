@@ -141,18 +141,8 @@ fn run<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(args: &Args) -> Re
             "{inputs} inputs, {aux} aux; {threads} threads; every run checked equal to \
              storage-proofs-update's sequential witness"
         );
-        let results = names
-            .iter()
-            .zip(&samples)
-            .map(|(name, v)| {
-                common::result_vs(
-                    format!("witness/{proof}/partition0/{name}"),
-                    v,
-                    ("sequential-1t", seq.as_secs_f64()),
-                    notes.clone(),
-                )
-            })
-            .collect();
+        let prefix = format!("witness/{proof}/partition0");
+        let results = common::results_vs(&prefix, &names, &samples, 0, &notes);
         let doc = cuzk_engine::bench::bench_doc(revision, command, results);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     }

@@ -93,18 +93,32 @@ pub fn result(name: String, samples: &[f64], extra: Value) -> Value {
     r
 }
 
-/// A result entry in seconds from `samples` beside a baseline measured in
-/// the same run (its name and median): `ratio_vs_baseline` is the
-/// baseline's median over this one's, so larger is faster.
-pub fn result_vs(name: String, samples: &[f64], baseline: (&str, f64), notes: String) -> Value {
-    let median = Stat::of(samples.to_vec()).median;
-    result(
-        name,
-        samples,
-        json!({
-            "baseline": {"name": baseline.0, "median": baseline.1},
-            "ratio_vs_baseline": baseline.1 / median,
-            "notes": notes,
-        }),
-    )
+/// One result entry in seconds per variant (`prefix/name`), each beside
+/// the variant `baseline` of the same run (its name and median):
+/// `ratio_vs_baseline` is the baseline's median over the variant's, so
+/// larger is faster.
+pub fn results_vs(
+    prefix: &str,
+    names: &[&str],
+    samples: &[Vec<f64>],
+    baseline: usize,
+    notes: &str,
+) -> Vec<Value> {
+    let base = Stat::of(samples[baseline].clone()).median;
+    names
+        .iter()
+        .zip(samples)
+        .map(|(name, v)| {
+            let median = Stat::of(v.clone()).median;
+            result(
+                format!("{prefix}/{name}"),
+                v,
+                json!({
+                    "baseline": {"name": names[baseline], "median": base},
+                    "ratio_vs_baseline": base / median,
+                    "notes": notes,
+                }),
+            )
+        })
+        .collect()
 }
