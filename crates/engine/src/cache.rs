@@ -160,6 +160,16 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
     /// Evicts idle evictable entries, least recently used first, until at
     /// least `need` bytes are freed; returns the bytes freed.
     pub(crate) fn evict_idle(&self, need: u64) -> u64 {
+        self.evict_idle_with(need, |_, _, _| {})
+    }
+
+    /// [`Cache::evict_idle`], calling `each` with every entry evicted, its
+    /// charged bytes and when its drop began (after the drop).
+    pub(crate) fn evict_idle_with(
+        &self,
+        need: u64,
+        mut each: impl FnMut(&K, u64, std::time::Instant),
+    ) -> u64 {
         let victims = {
             let mut entries = self.lock();
             let mut idle: Vec<(u64, K)> = entries
@@ -176,15 +186,21 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
                 }
                 if let Some(e) = entries.remove(&key) {
                     freed += e.charge.bytes();
-                    victims.push(e);
+                    victims.push((key, e));
                 }
             }
             victims
         };
         // Dropped outside the lock: large frees, and charges take the
         // budget's lock.
-        let freed = victims.iter().map(|e| e.charge.bytes()).sum();
-        drop(victims);
+        let mut freed = 0;
+        for (key, entry) in victims {
+            let bytes = entry.charge.bytes();
+            let start = std::time::Instant::now();
+            drop(entry);
+            freed += bytes;
+            each(&key, bytes, start);
+        }
         freed
     }
 
@@ -213,7 +229,19 @@ pub(crate) struct Reclaimer {
     pub(crate) pool: Pool,
     pub(crate) pces: Arc<Cache<ShapeId, Pce>>,
     pub(crate) params: Arc<Cache<ParamsRef, Parameters<Bls12>>>,
+    /// Told of every PCE and parameter set evicted (the engine records and
+    /// counts them); set once, after the engine's state exists.
+    pub(crate) on_evict: std::sync::OnceLock<EvictHook>,
 }
+
+/// What [`Reclaimer`] evicted: its name, bytes, and when its drop began.
+pub(crate) enum Evicted<'a> {
+    Pce(&'a ShapeId),
+    Params(&'a ParamsRef),
+}
+
+/// Called with each entry the reclaimer evicts.
+pub(crate) type EvictHook = Box<dyn Fn(Evicted<'_>, u64, std::time::Instant) + Send + Sync>;
 
 impl Reclaim for Reclaimer {
     fn uncharged_idle_bytes(&self) -> u64 {
@@ -225,11 +253,20 @@ impl Reclaim for Reclaimer {
         let held = self.pool.stats().bytes_held;
         let target = held.saturating_sub(usize::try_from(need).unwrap_or(usize::MAX));
         let mut freed = self.pool.trim_to(target) as u64;
+        let hook = self.on_evict.get();
         if freed < need {
-            freed += self.pces.evict_idle(need - freed);
+            freed += self.pces.evict_idle_with(need - freed, |k, bytes, at| {
+                if let Some(f) = hook {
+                    f(Evicted::Pce(k), bytes, at);
+                }
+            });
         }
         if freed < need {
-            freed += self.params.evict_idle(need - freed);
+            freed += self.params.evict_idle_with(need - freed, |k, bytes, at| {
+                if let Some(f) = hook {
+                    f(Evicted::Params(k), bytes, at);
+                }
+            });
         }
         if freed > 0 {
             tracing::debug!(need, freed, "memory reclaimed for the budget");

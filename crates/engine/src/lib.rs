@@ -80,7 +80,16 @@
 //! for what admitted jobs free by finishing; it gives everything up when a
 //! higher-priority job waits for admission. While it waits, partitions of
 //! lower classes run on their reserved working sets only, so memory frees
-//! up for it. The randomized test of 200 jobs under a tight budget checks it.
+//! up for it; lower jobs whose parameter set or PCE it does not need
+//! dispatch nothing more and, once none of their partitions is in flight,
+//! *park*: they drop their holds on parameters and PCE and their reserved
+//! working set, so the reclaimer can evict them (a set a partition in
+//! flight uses is held by it, so never idle, never evicted). A parked job
+//! holds nothing and waits for nothing but admission, which it asks for
+//! again, by its priority, once no higher class holds or waits for it; its
+//! PCE, if evicted, is recorded again from a partition it has not
+//! synthesized yet (it parks only with partitions queued). The randomized
+//! test of 200 jobs under a tight budget checks it.
 //!
 //! # Memory accounting
 //!
@@ -92,9 +101,10 @@
 //! next job instead of being freed and page-locked again); when a charge
 //! does not fit, idle pinned buffers are freed first, then idle PCEs, then
 //! idle parameters, least recently used first. Two allocations are outside the budget: a PCE while
-//! it is being recorded (once per shape, before its size is known; admission
-//! is serialized, so at most one at a time), and the backends' internal
-//! allocations beyond the working-set estimate.
+//! it is being recorded (once per shape, again when a parked job finds it
+//! evicted, before its size is known; admission is serialized, so at most
+//! one at a time), and the backends' internal allocations beyond the
+//! working-set estimate.
 //!
 //! # Devices
 //!

@@ -38,6 +38,14 @@ pub const PREP: &str = "prep";
 pub const PARAMS_LOAD: &str = "params_load";
 /// The stage name of a partition's witness (synthesis) on the host.
 pub const WITNESS: &str = "witness";
+/// The stage name of the time a job spent parked: its parameters and PCE
+/// given up to a higher-priority job, until it was admitted again.
+pub const PARKED: &str = "parked";
+/// The stage name of a parameter set's eviction to make room (the note
+/// names the set and its bytes); on the job whose admission made it.
+pub const PARAMS_EVICT: &str = "params_evict";
+/// [`PARAMS_EVICT`] for a PCE.
+pub const PCE_EVICT: &str = "pce_evict";
 
 /// One stage of one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

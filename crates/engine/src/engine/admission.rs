@@ -14,11 +14,41 @@ pub(super) struct Admission {
 #[derive(Default)]
 pub(super) struct AdmissionState {
     pub(super) held: bool,
+    /// The holder's job (`None`: a preload or registration) and priority.
+    pub(super) holder: Option<(Option<u64>, Priority)>,
     pub(super) waiting: BTreeSet<(Reverse<Priority>, u64)>,
     pub(super) next: u64,
-    /// The holder's priority while it waits for memory: partitions of lower
-    /// jobs then run only on their reserved working sets.
-    pub(super) gate: Option<Priority>,
+    /// Set while the holder waits for memory: partitions of lower jobs then
+    /// run only on their reserved working sets, and lower jobs that hold
+    /// what the holder does not need park (see `park`).
+    pub(super) gate: Option<Gate>,
+}
+
+/// The admission holder waiting for memory.
+#[derive(Clone)]
+pub(super) struct Gate {
+    pub(super) priority: Priority,
+    /// The job, and what it needs; `None` for a preload or registration
+    /// (which no job parks for).
+    pub(super) claimant: Option<Claimant>,
+}
+
+/// A job asking for admission and what it needs in memory.
+#[derive(Clone)]
+pub(super) struct Claimant {
+    pub(super) job: u64,
+    pub(super) shape: ShapeId,
+    pub(super) params: ParamsRef,
+}
+
+impl Claimant {
+    pub(super) fn of(job: &JobState) -> Claimant {
+        Claimant {
+            job: job.id.0,
+            shape: job.shape.clone(),
+            params: job.params_ref.clone(),
+        }
+    }
 }
 
 impl Admission {
@@ -31,6 +61,7 @@ impl Admission {
         &'a self,
         signal: &'a Signal,
         priority: Priority,
+        claimant: Option<Claimant>,
         stop: &dyn Fn() -> bool,
     ) -> Option<AdmissionSlot<'a>> {
         let ticket = {
@@ -47,10 +78,12 @@ impl Admission {
                 if !st.held && st.waiting.first() == Some(&(Reverse(priority), ticket)) {
                     st.waiting.pop_first();
                     st.held = true;
+                    st.holder = Some((claimant.as_ref().map(|c| c.job), priority));
                     return Some(AdmissionSlot {
                         admission: self,
                         signal,
                         priority,
+                        claimant,
                     });
                 }
                 if stop() {
@@ -67,7 +100,43 @@ impl Admission {
     /// Whether a partition of `priority` must leave free memory to the
     /// admission holder.
     pub(super) fn gates(&self, priority: Priority) -> bool {
-        self.lock().gate.is_some_and(|g| g > priority)
+        self.lock()
+            .gate
+            .as_ref()
+            .is_some_and(|g| g.priority > priority)
+    }
+
+    /// The job (and its priority) that an admitted job of `priority` using
+    /// `shape` and `params` must give its parameters and PCE up to: a
+    /// higher-priority job waiting for memory that needs another parameter
+    /// set or PCE (so that releasing this job's can help).
+    pub(super) fn yields_to(
+        &self,
+        priority: Priority,
+        shape: &ShapeId,
+        params: &ParamsRef,
+    ) -> Option<(u64, Priority)> {
+        let st = self.lock();
+        let gate = st.gate.as_ref().filter(|g| g.priority > priority)?;
+        let c = gate.claimant.as_ref()?;
+        (c.shape != *shape || c.params != *params).then_some((c.job, gate.priority))
+    }
+
+    /// Whether a job of a higher class than `priority` holds or waits for
+    /// the admission slot: a parked job of `priority` does not come back
+    /// before it is in.
+    pub(super) fn higher_pending(&self, priority: Priority) -> bool {
+        let st = self.lock();
+        st.holder.is_some_and(|(_, p)| p > priority)
+            || st
+                .waiting
+                .first()
+                .is_some_and(|(Reverse(p), _)| *p > priority)
+    }
+
+    /// The holder's job (`None`: a preload or registration) and priority.
+    pub(super) fn holder(&self) -> Option<(Option<u64>, Priority)> {
+        self.lock().holder
     }
 }
 
@@ -75,6 +144,7 @@ pub(super) struct AdmissionSlot<'a> {
     pub(super) admission: &'a Admission,
     pub(super) signal: &'a Signal,
     pub(super) priority: Priority,
+    pub(super) claimant: Option<Claimant>,
 }
 
 impl AdmissionSlot<'_> {
@@ -86,13 +156,19 @@ impl AdmissionSlot<'_> {
             .is_some_and(|(Reverse(p), _)| *p > self.priority)
     }
 
+    /// Every change wakes the waiters: lower jobs re-check whether to park
+    /// (gate on) or may go on (gate off).
     pub(super) fn set_gate(&self, on: bool) {
         let changed = {
             let mut st = self.admission.lock();
-            let new = on.then_some(self.priority);
-            std::mem::replace(&mut st.gate, new) != new
+            let changed = st.gate.is_some() != on;
+            st.gate = on.then(|| Gate {
+                priority: self.priority,
+                claimant: self.claimant.clone(),
+            });
+            changed
         };
-        if changed && !on {
+        if changed {
             self.signal.bump();
         }
     }
@@ -103,6 +179,7 @@ impl Drop for AdmissionSlot<'_> {
         {
             let mut st = self.admission.lock();
             st.held = false;
+            st.holder = None;
             st.gate = None;
         }
         self.signal.bump();
@@ -182,6 +259,7 @@ pub(super) fn wait_charge(
     slot: &AdmissionSlot<'_>,
     need: u64,
     abc_len: Option<usize>,
+    job: Option<&JobState>,
     stop: &dyn Fn() -> bool,
 ) -> std::result::Result<(Charge, Option<AbcBuffers>), AdmitError> {
     loop {
@@ -199,6 +277,9 @@ pub(super) fn wait_charge(
         if slot.higher_waiting() {
             slot.set_gate(false);
             return Err(AdmitError::Yield);
+        }
+        if let Some(job) = job {
+            job.lock().wait = Wait::Memory(need);
         }
         slot.set_gate(true);
         shared.signal.wait_past(seen);
@@ -354,7 +435,8 @@ pub(super) fn try_admit(
     // The a/b/c buffers a finished job left idle are taken over here if the
     // host evaluates them; given back below if the device does.
     let abc_len = Some(counts.num_constraints);
-    let (charge, abc) = wait_charge(shared, slot, need_now, abc_len, &|| job.is_terminated())?;
+    let stop = || job.is_terminated();
+    let (charge, abc) = wait_charge(shared, slot, need_now, abc_len, Some(job), &stop)?;
     let mut held = Held { charge, abc };
     let charge = &mut held.charge;
 
@@ -403,6 +485,19 @@ pub(super) fn try_admit(
                 .into());
             };
             let c = charge.split(params_bytes_now, ChargeKind::Params);
+            let reload = {
+                let mut st = job.lock();
+                let reload = st.parked.is_some();
+                st.wait = Wait::Loading { reload };
+                reload
+            };
+            tracing::info!(
+                job = job.id.0,
+                params = %job.params_ref,
+                bytes = params_bytes_now,
+                reload,
+                "loading parameters"
+            );
             let start = Instant::now();
             let loaded = load_params(shared, path, job.params_file.as_deref())?;
             // The job waited for this load: its timeline says so.
@@ -450,6 +545,12 @@ pub(super) fn try_admit(
     st.spare = Some(held.take());
     st.pce = Some(pce);
     st.params = Some(params);
+    st.wait = Wait::None;
+    let parked = st.parked.take();
+    drop(st);
+    if let Some(parked) = parked {
+        parked.end(shared, job);
+    }
     Ok(())
 }
 
@@ -466,9 +567,11 @@ fn timed_read(
 pub(super) fn admit(shared: &Shared, job: &JobState, record: &RecordFn) -> Result<()> {
     loop {
         let stop = || job.is_terminated();
+        job.lock().wait = Wait::Admission;
+        let claimant = Some(Claimant::of(job));
         let Some(slot) = shared
             .admission
-            .acquire(&shared.signal, job.priority, &stop)
+            .acquire(&shared.signal, job.priority, claimant, &stop)
         else {
             return Err(EngineError::Cancelled { job: job.id });
         };

@@ -158,6 +158,7 @@ impl EngineBuilder {
             pool: pool.clone(),
             pces: Arc::clone(&pces),
             params: Arc::clone(&params),
+            on_evict: std::sync::OnceLock::new(),
         });
         let weak: Weak<dyn Reclaim> = Arc::downgrade(&(Arc::clone(&reclaimer) as Arc<dyn Reclaim>));
         budget.set_reclaimer(weak);
@@ -217,6 +218,14 @@ impl EngineBuilder {
             held_once: HeldOnce::default(),
             loads: Loads::default(),
         });
+        let weak = Arc::downgrade(&shared);
+        let hook: EvictHook = Box::new(move |what, bytes, at| {
+            if let Some(shared) = weak.upgrade() {
+                on_evict(&shared, what, bytes, at);
+            }
+        });
+        // Set once, just made: cannot be set already.
+        let _ = shared._reclaimer.on_evict.set(hook);
         let mut engine = Engine {
             shared,
             threads: Vec::new(),

@@ -149,6 +149,14 @@ pub(super) struct JobMut {
     pub(super) result: Option<oneshot::Sender<JobResult>>,
     /// Where its partitions' a/b/c were last evaluated, and why.
     pub(super) abc: Option<AbcPlacement>,
+    /// Partitions taken from the queue whose work is not yet dropped
+    /// (synthesizing, waiting for a worker, proving): see [`Flight`].
+    pub(super) in_flight: u32,
+    /// Set while the job has given its parameters and PCE up to a
+    /// higher-priority admission (see `park`).
+    pub(super) parked: Option<Parked>,
+    /// What the job waits for now, for the status.
+    pub(super) wait: Wait,
 }
 
 pub(crate) struct JobState {
@@ -421,6 +429,9 @@ pub(super) struct PartitionWork {
     /// Counts the partition as ready (synthesized, no worker yet) from its
     /// submission until a worker starts its prep.
     pub(super) ready: Option<super::ReadySlot>,
+    /// Counts the partition in flight; last, so that it is dropped after
+    /// `pce` and `params` when the work is dropped whole.
+    pub(super) _flight: Flight,
 }
 
 /// Error text for the scheduler; the job keeps the typed error.
@@ -574,6 +585,10 @@ impl PartitionWork {
                     })?;
                 job.deliver(partition, proof);
                 timeline.record_since(at.0, at.1, at.2, at.3, EPILOGUE, start);
+                // The hold on the parameters ends before the partition stops
+                // counting in flight (`_flight`, dropped with the rest of
+                // `work` after this): a job that parks then leaves them idle.
+                drop(params);
                 Ok(())
             },
         )

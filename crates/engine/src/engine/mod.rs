@@ -7,7 +7,9 @@
 //! why this cannot deadlock.
 //!
 //! `job` holds a job's state and handle and one partition's phases,
-//! `admission` gets a job into memory, `pipeline` runs the threads,
+//! `admission` gets a job into memory, `park` has a lower job give its
+//! parameters up to a higher one and take them back, `pipeline` runs the
+//! threads,
 //! `builder` resolves the configuration and starts the engine, `provers`
 //! chooses each device's prover and holds the device memory it keeps; this
 //! module holds the state they share and is the engine's API.
@@ -15,6 +17,7 @@
 mod admission;
 mod builder;
 mod job;
+mod park;
 mod pipeline;
 mod provers;
 mod ready;
@@ -49,14 +52,17 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::budget::{Charge, ChargeKind, MemoryBudget, MemoryReport, Reclaim, Signal};
-use crate::cache::{Cache, ParamsRef, Reclaimer, ShapeId, params_bytes};
+use crate::cache::{Cache, EvictHook, Evicted, ParamsRef, Reclaimer, ShapeId, params_bytes};
 use crate::config::{Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
-use crate::timeline::{EPILOGUE, KERNEL_REGION, Lane, PARAMS_LOAD, Timeline, WITNESS};
+use crate::timeline::{
+    EPILOGUE, KERNEL_REGION, Lane, PARAMS_EVICT, PARAMS_LOAD, PARKED, PCE_EVICT, Timeline, WITNESS,
+};
 
 use admission::*;
 use job::*;
+use park::*;
 use pipeline::*;
 use provers::*;
 use ready::{Pacing, Ready, ReadySlot};
@@ -82,6 +88,7 @@ struct Task {
     witness: WitnessFn,
     permit: DispatchPermit,
     ws: WsCharge,
+    flight: Flight,
 }
 
 type QueueKey = (Reverse<Priority>, u64, u32);
@@ -133,6 +140,10 @@ pub(crate) struct Loads {
     pub(crate) params: std::sync::atomic::AtomicU64,
     pub(crate) pce_recorded: std::sync::atomic::AtomicU64,
     pub(crate) pce_from_disk: std::sync::atomic::AtomicU64,
+    /// Jobs that gave their parameters up to a higher-priority job.
+    pub(crate) parks: std::sync::atomic::AtomicU64,
+    /// Parameter sets evicted to make room (not by `evict_params`).
+    pub(crate) params_evicted: std::sync::atomic::AtomicU64,
 }
 
 impl Loads {
@@ -224,6 +235,11 @@ pub struct EngineStats {
     pub pce_recorded: u64,
     /// PCEs read from `pce_cache_dir` since the engine started.
     pub pce_loaded_from_disk: u64,
+    /// Times a job gave its parameters and PCE up at a partition boundary
+    /// to a higher-priority job that needed the memory.
+    pub parks: u64,
+    /// Parameter sets evicted to make room for a charge.
+    pub params_evicted: u64,
 }
 
 /// The proving engine: see the crate documentation.
@@ -290,6 +306,8 @@ impl Engine {
             params_loads: self.shared.loads.params.load(Ordering::Relaxed),
             pce_recorded: self.shared.loads.pce_recorded.load(Ordering::Relaxed),
             pce_loaded_from_disk: self.shared.loads.pce_from_disk.load(Ordering::Relaxed),
+            parks: self.shared.loads.parks.load(Ordering::Relaxed),
+            params_evicted: self.shared.loads.params_evicted.load(Ordering::Relaxed),
         }
     }
 
@@ -368,37 +386,51 @@ impl Engine {
             return Err(EngineError::ParamsNotRegistered { key: key.clone() });
         }
 
-        let mut parts = partitions.into_iter();
-        let first = Arc::new(Mutex::new(parts.next()));
+        // Each partition's circuit in a slot its witness takes it from; the
+        // PCE is recorded from a clone of the first one still there: at
+        // admission the first partition, and when a job that parked comes
+        // back with its PCE evicted, any it has not synthesized yet (a job
+        // parks only with partitions queued).
+        let slots: Arc<Vec<Mutex<Option<C>>>> = Arc::new(
+            partitions
+                .into_iter()
+                .map(|c| Mutex::new(Some(c)))
+                .collect(),
+        );
         let record: RecordFn = {
-            let first = Arc::clone(&first);
+            let slots = Arc::clone(&slots);
             Box::new(move || {
-                let circuit = first
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .as_ref()
-                    .cloned()
-                    .ok_or_else(|| {
-                        EngineError::Internal(
-                            "the first partition was taken before the PCE was recorded".into(),
-                        )
-                    })?;
+                let circuit = slots.iter().find_map(|slot| {
+                    slot.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .as_ref()
+                        .cloned()
+                });
+                let circuit = circuit.ok_or_else(|| {
+                    EngineError::Internal(
+                        "every partition was taken before the PCE was recorded".into(),
+                    )
+                })?;
                 Ok(Pce::record(circuit)?)
             })
         };
-        let mut witnesses: Vec<WitnessFn> = Vec::with_capacity(n);
-        witnesses.push(Box::new(move |inputs, aux| {
-            let circuit = first.lock().unwrap_or_else(PoisonError::into_inner).take();
-            match circuit {
-                Some(c) => witness(c, inputs, aux),
-                None => Err(SynthError::Synthesis(
-                    bellperson::SynthesisError::AssignmentMissing,
-                )),
-            }
-        }));
-        witnesses.extend(
-            parts.map(|c| Box::new(move |inputs, aux| witness(c, inputs, aux)) as WitnessFn),
-        );
+        let witnesses: Vec<WitnessFn> = (0..n)
+            .map(|k| {
+                let slots = Arc::clone(&slots);
+                Box::new(move |inputs, aux| {
+                    let circuit = slots
+                        .get(k)
+                        .and_then(|s| s.lock().unwrap_or_else(PoisonError::into_inner).take());
+                    match circuit {
+                        Some(c) => witness(c, inputs, aux),
+                        None => Err(SynthError::Synthesis(
+                            bellperson::SynthesisError::AssignmentMissing,
+                        )),
+                    }
+                }) as WitnessFn
+            })
+            .collect();
+        drop(slots);
 
         let (result_tx, result_rx) = oneshot::channel();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -436,6 +468,9 @@ impl Engine {
                 params: None,
                 result: Some(result_tx),
                 abc: None,
+                in_flight: 0,
+                parked: None,
+                wait: Wait::Admission,
             }),
         });
         let shared = Arc::clone(&self.shared);
@@ -472,13 +507,14 @@ impl Engine {
         let bytes = params_bytes(&params);
         let shared = &*self.shared;
         loop {
-            let Some(slot) = shared
-                .admission
-                .acquire(&shared.signal, Priority::High, &|| shared.shut_down())
+            let Some(slot) =
+                shared
+                    .admission
+                    .acquire(&shared.signal, Priority::High, None, &|| shared.shut_down())
             else {
                 return Err(EngineError::EngineShutDown);
             };
-            match wait_charge(shared, &slot, bytes, None, &|| shared.shut_down()) {
+            match wait_charge(shared, &slot, bytes, None, None, &|| shared.shut_down()) {
                 Ok((mut charge, _)) => {
                     let charge = charge.split(bytes, ChargeKind::Params);
                     shared.params.insert(key, params, charge, false);
@@ -516,9 +552,10 @@ impl Engine {
             };
         };
         loop {
-            let Some(slot) = shared
-                .admission
-                .acquire(&shared.signal, Priority::High, &|| shared.shut_down())
+            let Some(slot) =
+                shared
+                    .admission
+                    .acquire(&shared.signal, Priority::High, None, &|| shared.shut_down())
             else {
                 return Err(EngineError::EngineShutDown);
             };
@@ -533,7 +570,7 @@ impl Engine {
                     budget_bytes: shared.budget.total(),
                 });
             }
-            match wait_charge(shared, &slot, bytes, None, &|| shared.shut_down()) {
+            match wait_charge(shared, &slot, bytes, None, None, &|| shared.shut_down()) {
                 Ok((mut charge, _)) => {
                     let charge = charge.split(bytes, ChargeKind::Params);
                     let loaded = load_params(shared, path, file)?;

@@ -42,12 +42,13 @@ pub(super) fn drive(
             job.lock().to_dispatch = 0;
         }
     }
-    drop((witnesses, record));
+    // `record` stays: a job that parks may need its PCE recorded again.
+    drop(witnesses);
     loop {
         let seen = shared.signal.current();
-        let (dispatched, terminated) = {
+        let (dispatched, terminated, parked) = {
             let j = job.lock();
-            (j.to_dispatch == 0, j.terminated)
+            (j.to_dispatch == 0, j.terminated, j.parked.is_some())
         };
         // A job that ended early may be the one the dispatcher is taking a
         // permit for, or holds one for unbound: wait for it to be given
@@ -55,7 +56,23 @@ pub(super) fn drive(
         if dispatched && !(terminated && shared.lock().unbound_permit == Some(job.id.0)) {
             break;
         }
+        if !terminated {
+            let acted = if parked {
+                resume(shared, job, &record)
+            } else {
+                try_park(shared, job)
+            };
+            if acted {
+                continue;
+            }
+        }
         shared.signal.wait_past(seen);
+    }
+    drop(record);
+    // Ended while parked (cancelled, or failed to come back).
+    let parked = job.lock().parked.take();
+    if let Some(parked) = parked {
+        parked.end(shared, job);
     }
     let outcome = job.gpu_job().map(|gpu| {
         gpu.close();
@@ -74,15 +91,29 @@ pub(super) const DISPATCH_SCAN: usize = 256;
 /// class never takes memory a higher one waits for); later jobs may still
 /// run on their own reserved working sets. While an admission of a higher
 /// class waits for memory, partitions of lower classes run only on their
-/// reserved working sets.
+/// reserved working sets, and those of jobs that yield their parameters to
+/// it (see `park`), and of parked jobs, not at all.
 pub(super) fn pick(
     shared: &Shared,
     candidates: Vec<(QueueKey, Arc<JobState>)>,
-) -> Option<(QueueKey, Arc<JobState>, WsCharge)> {
+) -> Option<(QueueKey, Arc<JobState>, WsCharge, Flight)> {
     let mut budget_open = true;
     for (key, job) in candidates {
+        if shared
+            .admission
+            .yields_to(job.priority, &job.shape, &job.params_ref)
+            .is_some()
+        {
+            continue;
+        }
         let (spare, ws_bytes, abc_len) = {
             let mut st = job.lock();
+            if st.parked.is_some() || st.params.is_none() {
+                continue;
+            }
+            // Counted before the job's lock is let go, so that it cannot
+            // park meanwhile; taken back below if no working set comes.
+            st.in_flight += 1;
             (st.spare.take(), st.ws_bytes, host_abc_len(&st))
         };
         let reserved = match spare {
@@ -102,9 +133,17 @@ pub(super) fn pick(
                     abc,
                     job: Arc::clone(&job),
                 };
-                return Some((key, job, ws));
+                let flight = Flight::adopt(&job);
+                return Some((key, job, ws, flight));
             }
-            None => budget_open = false,
+            None => {
+                // No bump: the dispatcher bumps once it gives up, which
+                // wakes a driver waiting for this count to fall.
+                let mut st = job.lock();
+                st.in_flight = st.in_flight.saturating_sub(1);
+                drop(st);
+                budget_open = false;
+            }
         }
     }
     None
@@ -204,7 +243,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 let _ = unbind(permit);
                 break;
             }
-            let Some((key, job, ws)) = pick(shared, candidates) else {
+            let Some((key, job, ws, flight)) = pick(shared, candidates) else {
                 // Nothing fits the budget now: the permit goes back while
                 // waiting and is taken again, in priority order, after. Wait
                 // only if nothing but that bump happened since `seen` (else
@@ -219,7 +258,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
             let Some(pending) = st.queue.remove(&key) else {
                 // Cancelled meanwhile.
                 drop(st);
-                drop(ws);
+                drop((ws, flight));
                 continue;
             };
             {
@@ -234,6 +273,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 witness: pending.witness,
                 permit,
                 ws,
+                flight,
             });
             drop(st);
             shared.signal.bump();
@@ -272,8 +312,9 @@ pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
         witness,
         permit,
         ws,
+        flight,
     } = task;
-    match synthesize(shared, index, &job, partition, witness, ws) {
+    match synthesize(shared, index, &job, partition, witness, ws, flight) {
         Ok(Some(work)) => {
             let Some(gpu) = job.gpu_job() else {
                 return;
@@ -310,6 +351,7 @@ pub(super) fn synthesize(
     partition: u32,
     witness_fn: WitnessFn,
     mut ws: WsCharge,
+    flight: Flight,
 ) -> Result<Option<PartitionWork>> {
     if job.is_terminated() {
         return Ok(None);
@@ -383,6 +425,7 @@ pub(super) fn synthesize(
             ws,
             abc_on_device: true,
             ready,
+            _flight: flight,
         }));
     }
     // The reserved working set brings the buffers of the job's previous
@@ -421,5 +464,6 @@ pub(super) fn synthesize(
         ws,
         abc_on_device: false,
         ready,
+        _flight: flight,
     }))
 }

@@ -10,7 +10,8 @@ use super::*;
 pub enum JobPhase {
     /// Waiting for admission (its PCE, parameters and one working set).
     Waiting,
-    /// Admitted: its partitions queue, synthesize and prove.
+    /// Admitted: its partitions queue, synthesize and prove (or, parked,
+    /// wait to get their parameters back: see [`JobStatus::waiting`]).
     Running,
     /// Ended (finished, failed or cancelled); its handle has not been
     /// waited on yet.
@@ -33,6 +34,11 @@ pub struct JobStatus {
     /// Where its a/b/c are evaluated (`gpu` or `host`) and why; none before
     /// its first partition is synthesized.
     pub abc: Option<AbcStatus>,
+    /// Why it is not running now, in words: "admission: queued behind job
+    /// 7 (high)", "admission: waiting for 48.1 GiB of host memory",
+    /// "loading parameters", "yielding: ...", "parked: parameters yielded
+    /// to job 9 (high)", "reloading parameters"; `None` while it runs.
+    pub waiting: Option<String>,
 }
 
 /// [`JobStatus::abc`]: the engine's per-job choice of where a/b/c = A·w,
@@ -153,7 +159,7 @@ impl Engine {
                 let st = job.lock();
                 let phase = if st.finished {
                     JobPhase::Ended
-                } else if st.pce.is_some() {
+                } else if st.pce.is_some() || (st.parked.is_some() && !st.terminated) {
                     JobPhase::Running
                 } else if st.terminated {
                     JobPhase::Ended
@@ -173,6 +179,7 @@ impl Engine {
                         on: if p.on_device { "gpu" } else { "host" },
                         reason: p.reason.clone(),
                     }),
+                    waiting: waiting_reason(shared, job, &st),
                 }
             })
             .collect();

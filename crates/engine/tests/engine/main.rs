@@ -4,4 +4,5 @@ mod common;
 mod dispatch_idle;
 mod engine;
 mod gpu_engine;
+mod mixed;
 mod stress;
