@@ -84,6 +84,7 @@ pub fn status_json(s: &proto::StatusReply) -> Value {
             "state": j.state,
             "abc": j.abc,
             "abc_reason": j.abc_reason,
+            "waiting": j.waiting,
         })).collect::<Vec<_>>(),
     })
 }
@@ -171,6 +172,9 @@ fn print_status(s: &proto::StatusReply) {
             j.partitions,
             j.state
         );
+        if let Some(waiting) = &j.waiting {
+            println!("         {waiting}");
+        }
         if !j.abc.is_empty() {
             println!("         a/b/c on the {}: {}", j.abc, j.abc_reason);
         }

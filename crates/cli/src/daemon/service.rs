@@ -319,6 +319,12 @@ impl Daemon {
                 .map(|a| (a.on.to_owned(), a.reason))
                 .unwrap_or_default()
         };
+        let waiting = |id: u64| {
+            s.jobs
+                .iter()
+                .find(|j| j.id == id)
+                .and_then(|j| j.waiting.clone())
+        };
         let phase = |id: u64| {
             s.jobs
                 .iter()
@@ -353,6 +359,7 @@ impl Daemon {
                 abc,
                 abc_reason,
                 timing: Some(t.timing.report(now_us)),
+                waiting: if t.ended() { None } else { waiting(t.id) },
             })
             .collect();
         let m = s.memory;
