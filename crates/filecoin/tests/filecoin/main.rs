@@ -2,6 +2,7 @@
 
 mod blank_pce;
 mod common;
+mod mixed;
 mod porep;
 mod post;
 mod post_witness;
