@@ -303,4 +303,23 @@ mod tests {
         assert_eq!(cache.remove_if_idle(&"pinned"), Ok(false));
         assert_eq!((cache.len(), budget.charged()), (1, 50));
     }
+
+    #[test]
+    fn each_eviction_is_reported_with_its_bytes_and_a_held_entry_never() {
+        let budget = MemoryBudget::new(1000);
+        let cache: Cache<&str, u32> = Cache::new();
+        let charge = |n| budget.try_charge(n, ChargeKind::Params).unwrap().unwrap();
+        cache.insert("old", Arc::new(1), charge(300), true);
+        cache.insert("held", Arc::new(2), charge(200), true);
+        cache.insert("new", Arc::new(3), charge(100), true);
+        let held = cache.get(&"held").unwrap();
+        let mut seen = Vec::new();
+        let freed = cache.evict_idle_with(u64::MAX, |k, bytes, _| seen.push((*k, bytes)));
+        assert_eq!(freed, 400);
+        assert_eq!(seen, [("old", 300), ("new", 100)]);
+        assert!(cache.contains(&"held"));
+        assert_eq!(budget.charged(), 200);
+        drop(held);
+        assert_eq!(cache.evict_idle_with(1, |_, _, _| {}), 200);
+    }
 }

@@ -437,6 +437,16 @@ pub(super) fn try_admit(
     let abc_len = Some(counts.num_constraints);
     let stop = || job.is_terminated();
     let (charge, abc) = wait_charge(shared, slot, need_now, abc_len, Some(job), &stop)?;
+    {
+        // Charged: what is left is reading what is not resident.
+        let mut st = job.lock();
+        let reload = st.parked.is_some();
+        st.wait = if pce_cached && cached_params.is_some() {
+            Wait::Admission
+        } else {
+            Wait::Loading { reload }
+        };
+    }
     let mut held = Held { charge, abc };
     let charge = &mut held.charge;
 
@@ -485,12 +495,7 @@ pub(super) fn try_admit(
                 .into());
             };
             let c = charge.split(params_bytes_now, ChargeKind::Params);
-            let reload = {
-                let mut st = job.lock();
-                let reload = st.parked.is_some();
-                st.wait = Wait::Loading { reload };
-                reload
-            };
+            let reload = job.lock().parked.is_some();
             tracing::info!(
                 job = job.id.0,
                 params = %job.params_ref,

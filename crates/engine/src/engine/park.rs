@@ -157,6 +157,9 @@ pub(super) fn on_evict(shared: &Shared, what: Evicted<'_>, bytes: u64, at: Insta
         Evicted::Pce(shape) => (PCE_EVICT, format!("PCE {shape}")),
         Evicted::Params(params) => {
             Loads::count(&shared.loads.params_evicted);
+            // Its copies on the devices go too (a reload uploads anew).
+            shared.provers.release_unused();
+            shared.provers.account_all(&shared.scheduler);
             (PARAMS_EVICT, format!("parameters {params}"))
         }
     };
