@@ -162,10 +162,12 @@ impl AdmissionSlot<'_> {
         let changed = {
             let mut st = self.admission.lock();
             let changed = st.gate.is_some() != on;
-            st.gate = on.then(|| Gate {
-                priority: self.priority,
-                claimant: self.claimant.clone(),
-            });
+            if changed {
+                st.gate = on.then(|| Gate {
+                    priority: self.priority,
+                    claimant: self.claimant.clone(),
+                });
+            }
             changed
         };
         if changed {
