@@ -38,8 +38,10 @@ pub struct Metrics {
     jobs_now: IntGaugeVec,
     resident_params: IntGauge,
     loads: IntCounterVec,
-    /// The engine's load counts at the last render, to feed `loads`.
-    loads_seen: Mutex<[u64; 3]>,
+    /// The engine's load counts at the last render, to feed `loads`; then
+    /// its park and eviction counts, to feed `swaps`.
+    loads_seen: Mutex<[u64; 5]>,
+    swaps: IntCounterVec,
     dispatch: IntGauge,
     busy: Mutex<HashMap<usize, VecDeque<(Instant, Instant)>>>,
 }
@@ -163,7 +165,14 @@ impl Metrics {
                  from pce_cache_dir)",
                 &["what"],
             )?,
-            loads_seen: Mutex::new([0; 3]),
+            loads_seen: Mutex::new([0; 5]),
+            swaps: counter(
+                "swaps_total",
+                "Parameter swaps for higher-priority jobs: park (a job gave its parameters and \
+                 PCE up at a partition boundary), params_evicted (an idle parameter set dropped \
+                 to make room)",
+                &["what"],
+            )?,
             dispatch: single(
                 "dispatch_in_flight",
                 "Partitions between synthesis start and proof (reactive dispatch permits)",
@@ -283,16 +292,22 @@ impl Metrics {
                 stats.params_loads,
                 stats.pce_recorded,
                 stats.pce_loaded_from_disk,
+                stats.parks,
+                stats.params_evicted,
             ];
             let mut seen = self
                 .loads_seen
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            for (i, what) in ["params", "pce_recorded", "pce_disk"]
-                .into_iter()
-                .enumerate()
-            {
-                self.loads
+            let labels = [
+                (&self.loads, "params"),
+                (&self.loads, "pce_recorded"),
+                (&self.loads, "pce_disk"),
+                (&self.swaps, "park"),
+                (&self.swaps, "params_evicted"),
+            ];
+            for (i, (family, what)) in labels.into_iter().enumerate() {
+                family
                     .with_label_values(&[what])
                     .inc_by(now[i].saturating_sub(seen[i]));
             }

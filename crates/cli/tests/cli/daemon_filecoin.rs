@@ -325,6 +325,14 @@ async fn the_daemon_proves_and_verifies_filecoin_proofs() {
     assert_eq!(loads(&text, "params"), 3, "each parameter file read once");
     assert_eq!(loads(&text, "pce_recorded"), 3, "each PCE recorded once");
     assert_eq!(loads(&text, "pce_disk"), 0);
+    // Nothing waited for memory: no job parked, no set evicted.
+    for what in ["park", "params_evicted"] {
+        let key = format!("cuzk_swaps_total{{what=\"{what}\"}} 0");
+        assert!(
+            text.lines().any(|l| l == key),
+            "no {key} in the metrics:\n{text}"
+        );
+    }
 
     // Preload and Evict by registered proof name find the same sets.
     let by_proof = |source: proto::params_spec::Source| proto::ParamsRequest {
