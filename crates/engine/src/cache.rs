@@ -48,8 +48,11 @@ pub enum ParamsRef {
     /// A file in bellperson's format, loaded on first use (charged by its
     /// size), kept resident while memory allows and reloaded if evicted.
     File(PathBuf),
-    /// A set handed over with `Engine::register_params`; never evicted
-    /// under pressure (it could not be reloaded), only on request.
+    /// A set registered under a key: handed over with
+    /// `Engine::register_params` (never evicted under pressure, since it
+    /// could not be reloaded; only on request), or made by the loader given
+    /// to `Engine::register_params_loader` (loaded on first use, evicted
+    /// like a file's and made again by the loader).
     Key(String),
 }
 
@@ -224,7 +227,7 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
 
 /// Frees memory for the budget: idle pinned buffers first (cheapest to get
 /// back), then idle PCEs (re-recorded or reloaded from disk), then idle
-/// parameters (reloaded from their file).
+/// parameters (reloaded from their file or loader).
 pub(crate) struct Reclaimer {
     pub(crate) pool: Pool,
     pub(crate) pces: Arc<Cache<ShapeId, Pce>>,

@@ -119,8 +119,19 @@ pub enum EngineError {
     TooManyPartitions { partitions: usize, max: usize },
 
     /// `ParamsRef::Key` that was never registered.
-    #[error("no parameters registered under key `{key}` (Engine::register_params first)")]
+    #[error(
+        "no parameters registered under key `{key}` (Engine::register_params or \
+         register_params_loader first)"
+    )]
     ParamsNotRegistered { key: String },
+
+    /// The loader registered under `key` failed (or panicked).
+    #[error("parameters `{key}`: the loader failed: {source}")]
+    ParamsLoader {
+        key: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     /// Parameters could not be read or do not fit the circuit.
     #[error("parameters {id}: {source}")]

@@ -141,9 +141,9 @@ pub use cuzk_gpu_sched::{DeviceSpec, DispatchBound, JobId, Priority};
 pub use cuzk_pinned_pool::PoolStats;
 pub use engine::{
     AbcStatus, DeviceStatus, Engine, EngineBuilder, EngineStats, EngineStatus, JobCanceller,
-    JobHandle, JobPhase, JobProgress, JobStatus, PRIORITIES, PinnedStatus, ProgressEvent,
-    ProgressStage, ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig, WitnessWith,
-    open_prover, working_set_bytes, working_set_bytes_for,
+    JobHandle, JobPhase, JobProgress, JobStatus, PRIORITIES, ParamsLoader, PinnedStatus,
+    ProgressEvent, ProgressStage, ProofRequest, QueueStatus, ResidentStatus, ResolvedConfig,
+    WitnessWith, open_prover, working_set_bytes, working_set_bytes_for,
 };
 pub use error::{EngineError, Result};
 pub use timeline::{Lane, Span, SpanObserver, Timeline, TimelineData, TimelineSummary};

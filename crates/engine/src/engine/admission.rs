@@ -406,11 +406,13 @@ pub(super) fn try_admit(
         ),
     };
     let cached_params = shared.params.get(&job.params_ref);
-    let params_bytes_now = match (&cached_params, &job.params_ref) {
-        (Some(p), _) => params_bytes(p),
-        (None, ParamsRef::File(path)) => file_len(path, job.params_file.as_deref())?,
-        (None, ParamsRef::Key(key)) => {
-            return Err(EngineError::ParamsNotRegistered { key: key.clone() }.into());
+    // Where the set comes from if it is not resident: its file or its
+    // key's loader.
+    let (params_bytes_now, params_source) = match &cached_params {
+        Some(p) => (params_bytes(p), None),
+        None => {
+            let source = Source::of(shared, &job.params_ref, job.params_file.as_deref())?;
+            (source.bytes()?, Some(source))
         }
     };
     let ws = working_set_bytes(counts, &*shared.prover);
@@ -487,15 +489,15 @@ pub(super) fn try_admit(
             }
         },
     };
-    let params = match cached_params {
-        Some(p) => p,
-        None => {
-            let ParamsRef::File(path) = &job.params_ref else {
-                return Err(EngineError::ParamsNotRegistered {
-                    key: job.params_ref.to_string(),
-                }
-                .into());
-            };
+    let params = match (cached_params, params_source) {
+        (Some(p), _) => p,
+        (None, None) => {
+            return Err(EngineError::ParamsNotRegistered {
+                key: job.params_ref.to_string(),
+            }
+            .into());
+        }
+        (None, Some(source)) => {
             let c = charge.split(params_bytes_now, ChargeKind::Params);
             let reload = job.lock().parked.is_some();
             tracing::info!(
@@ -506,7 +508,7 @@ pub(super) fn try_admit(
                 "loading parameters"
             );
             let start = Instant::now();
-            let loaded = load_params(shared, path, job.params_file.as_deref())?;
+            let loaded = source.load(shared)?;
             // The job waited for this load: its timeline says so.
             shared
                 .timeline

@@ -217,6 +217,7 @@ impl EngineBuilder {
             scheduler,
             held_once: HeldOnce::default(),
             loads: Loads::default(),
+            loaders: Loaders::default(),
         });
         let weak = Arc::downgrade(&shared);
         let hook: EvictHook = Box::new(move |what, bytes, at| {

@@ -17,6 +17,7 @@
 mod admission;
 mod builder;
 mod job;
+mod loader;
 mod park;
 mod pipeline;
 mod provers;
@@ -62,6 +63,7 @@ use crate::timeline::{
 
 use admission::*;
 use job::*;
+use loader::*;
 use park::*;
 use pipeline::*;
 use provers::*;
@@ -71,6 +73,7 @@ pub use builder::{EngineBuilder, ResolvedConfig};
 pub use job::{
     JobCanceller, JobHandle, JobProgress, ProgressEvent, ProgressStage, ProofRequest, WitnessWith,
 };
+pub use loader::ParamsLoader;
 pub use provers::open_prover;
 pub use status::{
     AbcStatus, DeviceStatus, EngineStatus, JobPhase, JobStatus, PRIORITIES, PinnedStatus,
@@ -132,6 +135,8 @@ pub(crate) struct Shared {
     /// standing reservation.
     held_once: HeldOnce,
     loads: Loads,
+    /// The loaders of keys registered with `register_params_loader`.
+    loaders: Loaders,
 }
 /// How often the engine read a parameter file or got a PCE, since it
 /// started: what a cache that works keeps low.
@@ -382,6 +387,7 @@ impl Engine {
         };
         if let ParamsRef::Key(key) = &params
             && !self.shared.params.contains(&params)
+            && !self.shared.loaders.has(&params)
         {
             return Err(EngineError::ParamsNotRegistered { key: key.clone() });
         }
@@ -497,7 +503,8 @@ impl Engine {
     /// Hands the engine a parameter set under `key` (for
     /// [`ParamsRef::Key`]), charged to the budget (waiting for room) by its
     /// in-memory size. It is never evicted under pressure, since it could
-    /// not be reloaded; [`Engine::evict_params`] removes it.
+    /// not be reloaded; [`Engine::evict_params`] removes it. A set that may
+    /// be evicted and made again: [`Engine::register_params_loader`].
     pub fn register_params(
         &self,
         key: impl Into<String>,
@@ -542,15 +549,11 @@ impl Engine {
 
     fn preload(&self, params: &ParamsRef, file: Option<&std::fs::File>) -> Result<()> {
         let shared = &*self.shared;
-        let ParamsRef::File(path) = params else {
-            return if shared.params.contains(params) {
-                Ok(())
-            } else {
-                Err(EngineError::ParamsNotRegistered {
-                    key: params.to_string(),
-                })
-            };
-        };
+        if shared.params.contains(params) {
+            return Ok(());
+        }
+        // A file, or a key's loader (a key with neither is an error).
+        let source = Source::of(shared, params, file)?;
         loop {
             let Some(slot) =
                 shared
@@ -562,7 +565,7 @@ impl Engine {
             if shared.params.contains(params) {
                 return Ok(());
             }
-            let bytes = file_len(path, file)?;
+            let bytes = source.bytes()?;
             if bytes > shared.budget.total() {
                 return Err(EngineError::NeverFits {
                     what: "a parameter set",
@@ -573,7 +576,7 @@ impl Engine {
             match wait_charge(shared, &slot, bytes, None, None, &|| shared.shut_down()) {
                 Ok((mut charge, _)) => {
                     let charge = charge.split(bytes, ChargeKind::Params);
-                    let loaded = load_params(shared, path, file)?;
+                    let loaded = source.load(shared)?;
                     shared
                         .params
                         .insert(params.clone(), Arc::new(loaded), charge, true);

@@ -4,5 +4,6 @@ mod common;
 mod dispatch_idle;
 mod engine;
 mod gpu_engine;
+mod loader;
 mod mixed;
 mod stress;
