@@ -340,6 +340,18 @@ impl Charge {
 }
 
 impl Charge {
+    /// Takes `other` (a charge on the same budget) into this one, as this
+    /// one's kind. Nothing is released on the way.
+    pub(crate) fn absorb(&mut self, mut other: Charge) {
+        if let (Some(mine), Some(theirs)) = (&self.budget, other.budget.take()) {
+            debug_assert!(Arc::ptr_eq(mine, &theirs), "a charge on another budget");
+            let mut charged = mine.charged();
+            charged[other.kind.index()] -= other.bytes;
+            charged[self.kind.index()] += other.bytes;
+        }
+        self.bytes += other.bytes;
+    }
+
     /// Releases the charge and runs `f` (which frees what it paid for, e.g.
     /// returns buffers to the pinned pool, where they count as idle) as one
     /// step: no charge and no report sees the bytes both released and not
@@ -471,6 +483,23 @@ mod tests {
         drop((pce, a, params));
         assert_eq!(budget.charged(), 0);
         assert_eq!(budget.report().available_bytes, 100);
+    }
+
+    #[test]
+    fn an_absorbed_charge_changes_kind_and_is_released_once() {
+        let budget = MemoryBudget::new(1000);
+        let mut ws = budget
+            .try_charge(100, ChargeKind::WorkingSet)
+            .unwrap()
+            .unwrap();
+        let pce = budget.try_charge(300, ChargeKind::Pce).unwrap().unwrap();
+        ws.absorb(pce);
+        assert_eq!(ws.bytes(), 400);
+        assert_eq!(budget.charged_for(ChargeKind::WorkingSet), 400);
+        assert_eq!(budget.charged_for(ChargeKind::Pce), 0);
+        assert_eq!(budget.charged(), 400);
+        drop(ws);
+        assert_eq!(budget.charged(), 0);
     }
 
     #[test]

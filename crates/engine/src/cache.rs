@@ -160,6 +160,22 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
             .collect()
     }
 
+    /// Whether `key` is cached and may be evicted when idle (a parameter
+    /// set registered by value may not: it could not be reloaded).
+    pub(crate) fn evictable(&self, key: &K) -> bool {
+        self.lock().get(key).is_some_and(|e| e.evictable)
+    }
+
+    /// The bytes [`Cache::evict_idle`] could free now: idle evictable
+    /// entries' charges.
+    pub(crate) fn idle_bytes(&self) -> u64 {
+        self.lock()
+            .values()
+            .filter(|e| e.evictable && Arc::strong_count(&e.value) == 1)
+            .map(|e| e.charge.bytes())
+            .sum()
+    }
+
     /// Evicts idle evictable entries, least recently used first, until at
     /// least `need` bytes are freed; returns the bytes freed.
     pub(crate) fn evict_idle(&self, need: u64) -> u64 {
@@ -252,6 +268,20 @@ impl Reclaim for Reclaimer {
     }
 
     fn reclaim(&self, need: u64) -> u64 {
+        // All or nothing: freeing less than `need` makes no charge fit, and
+        // an evicted parameter set costs a reload (tens of seconds at
+        // 32 GiB), so nothing goes until everything idle covers the need
+        // (e.g. once every job yielding to a waiting admission has parked).
+        let idle =
+            self.pool.stats().bytes_idle as u64 + self.pces.idle_bytes() + self.params.idle_bytes();
+        if idle < need {
+            tracing::debug!(
+                need,
+                idle,
+                "too little idle memory to reclaim for the budget"
+            );
+            return 0;
+        }
         // The oldest idle buffers first, only as many as needed.
         let held = self.pool.stats().bytes_held;
         let target = held.saturating_sub(usize::try_from(need).unwrap_or(usize::MAX));

@@ -88,8 +88,11 @@
 //! holds nothing and waits for nothing but admission, which it asks for
 //! again, by its priority, once no higher class holds or waits for it; its
 //! PCE, if evicted, is recorded again from a partition it has not
-//! synthesized yet (it parks only with partitions queued). The randomized
-//! test of 200 jobs under a tight budget checks it.
+//! synthesized yet (it parks only with partitions queued), its known size
+//! charged first. A steady stream of higher jobs on another set keeps it
+//! parked while it lasts. A job whose parameters were registered by value
+//! (they could not be reloaded) never parks. The randomized test of 200
+//! jobs under a tight budget checks it.
 //!
 //! # Memory accounting
 //!
@@ -100,11 +103,13 @@
 //! idle a/b/c buffers of its size (so a finished job's buffers serve the
 //! next job instead of being freed and page-locked again); when a charge
 //! does not fit, idle pinned buffers are freed first, then idle PCEs, then
-//! idle parameters, least recently used first. Two allocations are outside the budget: a PCE while
-//! it is being recorded (once per shape, again when a parked job finds it
-//! evicted, before its size is known; admission is serialized, so at most
-//! one at a time), and the backends' internal allocations beyond the
-//! working-set estimate.
+//! idle parameters, least recently used first, and only when all of that
+//! together covers the shortfall (an evicted set costs a reload). Two
+//! allocations are outside the budget: a PCE while it is first recorded
+//! (once per shape, before its size is known; admission is serialized, so
+//! at most one at a time; a parked job recording it again charges its size
+//! first), and the backends' internal allocations beyond the working-set
+//! estimate.
 //!
 //! # Devices
 //!

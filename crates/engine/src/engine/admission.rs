@@ -73,8 +73,18 @@ impl Admission {
         };
         loop {
             let seen = signal.current();
+            // Asked before this lock is taken: `stop` takes a job's or the
+            // engine's lock, which others hold while they ask the admission
+            // (status, dispatch), so the admission's lock stays a leaf.
+            let stopped = stop();
             {
                 let mut st = self.lock();
+                if stopped {
+                    st.waiting.remove(&(Reverse(priority), ticket));
+                    drop(st);
+                    signal.bump();
+                    return None;
+                }
                 if !st.held && st.waiting.first() == Some(&(Reverse(priority), ticket)) {
                     st.waiting.pop_first();
                     st.held = true;
@@ -85,12 +95,6 @@ impl Admission {
                         priority,
                         claimant,
                     });
-                }
-                if stop() {
-                    st.waiting.remove(&(Reverse(priority), ticket));
-                    drop(st);
-                    signal.bump();
-                    return None;
                 }
             }
             signal.wait_past(seen);
@@ -385,11 +389,24 @@ pub(super) fn try_admit(
     slot: &AdmissionSlot<'_>,
     record: &RecordFn,
 ) -> std::result::Result<(), AdmitError> {
+    let stop = || job.is_terminated();
+    // A job admitted before (parked since, its PCE evicted) knows its PCE's
+    // size: that is charged before the PCE is recorded again, so the
+    // recording stays within the budget. (A first recording cannot know
+    // it; the crate docs say so.)
+    let mut pre: Option<Charge> = None;
     let source = match shared.pces.get(&job.shape) {
         Some(p) => PceSource::Cached(p),
         None => match disk_pce(shared, &job.shape) {
             Some((path, info)) => PceSource::Disk(path, info),
-            None => PceSource::Recorded(Box::new(record_pce(job, record)?)),
+            None => {
+                let known = job.lock().pce_bytes;
+                if known > 0 {
+                    pre = Some(wait_charge(shared, slot, known, None, Some(job), &stop)?.0);
+                }
+                job.lock().wait = Wait::Recording;
+                PceSource::Recorded(Box::new(record_pce(job, record)?))
+            }
         },
     };
     let (counts, pce_bytes, pce_cached) = match &source {
@@ -439,8 +456,18 @@ pub(super) fn try_admit(
     // The a/b/c buffers a finished job left idle are taken over here if the
     // host evaluates them; given back below if the device does.
     let abc_len = Some(counts.num_constraints);
-    let stop = || job.is_terminated();
-    let (charge, abc) = wait_charge(shared, slot, need_now, abc_len, Some(job), &stop)?;
+    let pre_bytes = pre.as_ref().map_or(0, Charge::bytes);
+    let (mut charge, abc) = wait_charge(
+        shared,
+        slot,
+        need_now.saturating_sub(pre_bytes),
+        abc_len,
+        Some(job),
+        &stop,
+    )?;
+    if let Some(pre) = pre {
+        charge.absorb(pre);
+    }
     {
         // Charged: what is left is reading what is not resident.
         let mut st = job.lock();
@@ -552,6 +579,7 @@ pub(super) fn try_admit(
     st.ws_bytes = ws;
     st.abc = Some(placement);
     st.spare = Some(held.take());
+    st.pce_bytes = pce_bytes;
     st.pce = Some(pce);
     st.params = Some(params);
     st.wait = Wait::None;

@@ -157,6 +157,9 @@ pub(super) struct JobMut {
     pub(super) parked: Option<Parked>,
     /// What the job waits for now, for the status.
     pub(super) wait: Wait,
+    /// Its PCE's bytes once admitted (0 before): charged ahead if the PCE
+    /// must be recorded again after a park.
+    pub(super) pce_bytes: u64,
 }
 
 pub(crate) struct JobState {
@@ -327,7 +330,7 @@ impl Drop for WsCharge {
         let abc = self.abc.take();
         let back = {
             let mut st = self.job.lock();
-            if !st.terminated && st.queued > 0 && st.spare.is_none() {
+            if !st.terminated && st.queued > 0 && st.spare.is_none() && st.parked.is_none() {
                 st.spare = Some((charge, abc));
                 None
             } else {

@@ -477,6 +477,7 @@ impl Engine {
                 in_flight: 0,
                 parked: None,
                 wait: Wait::Admission,
+                pce_bytes: 0,
             }),
         });
         let shared = Arc::clone(&self.shared);

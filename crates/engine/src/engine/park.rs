@@ -30,6 +30,8 @@ pub(super) enum Wait {
     Memory(u64),
     /// Its parameter file being read (again, after a park, if `reload`).
     Loading { reload: bool },
+    /// Its PCE being recorded from its circuit (no PCE cached or on disk).
+    Recording,
 }
 
 /// A job parked: when, and for whom.
@@ -90,11 +92,7 @@ impl Drop for Flight {
 /// parameters or PCE could give, and none of its partitions is in flight;
 /// whether it parked.
 pub(super) fn try_park(shared: &Shared, job: &JobState) -> bool {
-    let Some((for_job, for_priority)) =
-        shared
-            .admission
-            .yields_to(job.priority, &job.shape, &job.params_ref)
-    else {
+    let Some((for_job, for_priority)) = yields(shared, job) else {
         return false;
     };
     let held = {
@@ -129,6 +127,19 @@ pub(super) fn try_park(shared: &Shared, job: &JobState) -> bool {
     }
     shared.signal.bump();
     true
+}
+
+/// The higher-priority job (and its priority) that `job` gives its
+/// parameters and PCE up to, if one waits for memory and needs another set
+/// or PCE. A job whose parameter set may not be evicted (registered by
+/// value: it could not be reloaded) never yields: parking it would free
+/// only its PCE and working set, perhaps too little for the waiting job,
+/// and it would then wait as long as that job does.
+pub(super) fn yields(shared: &Shared, job: &JobState) -> Option<(u64, Priority)> {
+    let to = shared
+        .admission
+        .yields_to(job.priority, &job.shape, &job.params_ref)?;
+    shared.params.evictable(&job.params_ref).then_some(to)
 }
 
 /// A parked job comes back once no higher class holds or waits for
@@ -181,22 +192,30 @@ pub(super) fn waiting_reason(shared: &Shared, job: &JobState, st: &JobMut) -> Op
     if st.finished || st.terminated {
         return None;
     }
-    match st.wait {
-        Wait::Loading { reload: true } => return Some("reloading parameters".into()),
-        Wait::Loading { reload: false } => return Some("loading parameters".into()),
-        Wait::Memory(bytes) => {
-            return Some(format!(
-                "admission: waiting for {:.1} GiB of host memory",
-                bytes as f64 / (1u64 << 30) as f64
-            ));
-        }
-        Wait::Admission | Wait::None => {}
-    }
+    let now = match st.wait {
+        Wait::Loading { reload: true } => Some("reloading parameters".to_owned()),
+        Wait::Loading { reload: false } => Some("loading parameters".to_owned()),
+        Wait::Recording => Some("recording its PCE".to_owned()),
+        Wait::Memory(bytes) => Some(format!(
+            "admission: waiting for {:.1} GiB of host memory",
+            bytes as f64 / (1u64 << 30) as f64
+        )),
+        Wait::Admission | Wait::None => None,
+    };
+    // A parked job says so until it is admitted again, with what its
+    // re-admission waits for now.
     if let Some(p) = &st.parked {
-        return Some(format!(
+        let parked = format!(
             "parked: parameters yielded to job {} ({})",
             p.for_job, p.for_priority
-        ));
+        );
+        return Some(match now {
+            Some(now) => format!("{parked}; {now}"),
+            None => parked,
+        });
+    }
+    if now.is_some() {
+        return now;
     }
     if st.wait == Wait::Admission {
         return Some(match shared.admission.holder() {
@@ -209,9 +228,7 @@ pub(super) fn waiting_reason(shared: &Shared, job: &JobState, st: &JobMut) -> Op
     }
     if st.params.is_some()
         && st.queued > 0
-        && let Some((id, p)) = shared
-            .admission
-            .yields_to(job.priority, &job.shape, &job.params_ref)
+        && let Some((id, p)) = yields(shared, job)
     {
         return Some(format!(
             "yielding: parameters go to job {id} ({p}) once its partitions in flight are done"

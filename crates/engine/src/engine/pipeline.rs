@@ -99,11 +99,7 @@ pub(super) fn pick(
 ) -> Option<(QueueKey, Arc<JobState>, WsCharge, Flight)> {
     let mut budget_open = true;
     for (key, job) in candidates {
-        if shared
-            .admission
-            .yields_to(job.priority, &job.shape, &job.params_ref)
-            .is_some()
-        {
+        if yields(shared, &job).is_some() {
             continue;
         }
         let (spare, ws_bytes, abc_len) = {

@@ -298,7 +298,11 @@ fn a_high_job_gets_its_set_in_by_parking_the_normal_jobs_which_reload_it_once_an
 
     // The status said so while it happened.
     let parked = format!("parked: parameters yielded to job {high_id} (high)");
-    assert!(seen.contains(&(low_id, parked.clone())), "{seen:#?}");
+    assert!(
+        seen.iter()
+            .any(|(id, w)| *id == low_id && w.starts_with(&parked)),
+        "{seen:#?}"
+    );
     eprintln!(
         "swap: budget {budget}, {} loads, {} parks, {} evictions, {:.2?}",
         stats.params_loads,
