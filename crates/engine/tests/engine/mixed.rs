@@ -77,7 +77,7 @@ fn request_from(
 
 /// Waits until `job` has proved a partition.
 fn first_proof(job: &JobHandle) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(600);
     while job.progress().proved == 0 {
         assert!(Instant::now() < deadline, "no partition proved in time");
         std::thread::sleep(Duration::from_millis(1));
@@ -352,7 +352,7 @@ fn a_parked_job_cancelled_ends_cleanly_and_the_high_job_finishes() {
         .submit(request(dir.path(), HIGH_N, 3 * HIGH_PARTS, Priority::High))
         .unwrap();
     // Parked from the HIGH job's admission until after its last proof.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(600);
     loop {
         let status = engine.status();
         let me = status.jobs.iter().find(|j| j.id == low_id).unwrap();

@@ -138,7 +138,7 @@ fn window_post_is_admitted_at_once_behind_porep_by_parking_the_queued_porep_job(
         .unwrap();
     let ids = (porep1.id().0, porep2.id().0);
     // The first proves, the second is admitted with its partition queued.
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(900);
     loop {
         let status = engine.status();
         let job = |id| status.jobs.iter().find(|j| j.id == id).unwrap();
