@@ -106,17 +106,7 @@ fn main() -> Result<()> {
     })?;
     let backend = engine.config().backend;
     let verify = |bytes: &[u8]| -> Result<()> {
-        let ok = filecoin_proofs::verify_seal::<SectorShape2KiB>(
-            &config,
-            sealed.pre_commit.comm_r,
-            sealed.pre_commit.comm_d,
-            sealed.prover_id,
-            sealed.sector_id,
-            sealed.ticket,
-            sealed.seed,
-            bytes,
-        )?;
-        if !ok {
+        if !sealed.verify_seal(bytes)? {
             bail!("verify_seal refused cuzk's proof");
         }
         Ok(())

@@ -52,6 +52,22 @@ impl<Tree: 'static + MerkleTreeTrait> SealedSector<Tree> {
             detail: e.to_string(),
         })
     }
+
+    /// Whether filecoin-proofs' `verify_seal` accepts `c2` (C2 proof bytes)
+    /// for this sector.
+    pub fn verify_seal(&self, c2: &[u8]) -> Result<bool> {
+        filecoin_proofs::verify_seal::<Tree>(
+            &self.proof.config()?,
+            self.pre_commit.comm_r,
+            self.pre_commit.comm_d,
+            self.prover_id,
+            self.sector_id,
+            self.ticket,
+            self.seed,
+            c2,
+        )
+        .map_err(FilecoinError::proofs("verify_seal"))
+    }
 }
 
 /// Seals one sector of random (seeded) data under `dir` with `proof`'s

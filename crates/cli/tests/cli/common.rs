@@ -169,17 +169,7 @@ pub fn window_vanilla(
 
 /// filecoin-proofs' `verify_seal` of C2 bytes for `sealed`.
 pub fn verify_seal(sealed: &SealedSector<SectorShape2KiB>, bytes: &[u8]) -> bool {
-    filecoin_proofs::verify_seal::<SectorShape2KiB>(
-        &sealed.proof.config().unwrap(),
-        sealed.pre_commit.comm_r,
-        sealed.pre_commit.comm_d,
-        sealed.prover_id,
-        sealed.sector_id,
-        sealed.ticket,
-        sealed.seed,
-        bytes,
-    )
-    .unwrap()
+    sealed.verify_seal(bytes).unwrap()
 }
 
 /// The daemon's status.

@@ -8,7 +8,6 @@ use crate::common;
 use cuzk_engine::{Backend, Engine, EngineConfig};
 use cuzk_filecoin::{C1Output, PostKind, SectorSize, UpdateProof, porep, post, shape_id, update};
 use cuzk_synth::Pce;
-use filecoin_proofs::SectorShape2KiB;
 
 /// Every part of two PCEs that the prover reads.
 fn assert_same(what: &str, blank: &Pce, real: &Pce) {
@@ -64,17 +63,7 @@ fn porep_pce_from_the_blank_circuit_is_the_real_one_and_proves_from_disk() {
         (1, 0),
         "{stats:?}"
     );
-    let accepted = filecoin_proofs::verify_seal::<SectorShape2KiB>(
-        &proof.config().unwrap(),
-        sealed.pre_commit.comm_r,
-        sealed.pre_commit.comm_d,
-        sealed.prover_id,
-        sealed.sector_id,
-        sealed.ticket,
-        sealed.seed,
-        &c2.bytes,
-    )
-    .unwrap();
+    let accepted = sealed.verify_seal(&c2.bytes).unwrap();
     assert!(
         accepted,
         "verify_seal refused a C2 proved with the blank PCE"

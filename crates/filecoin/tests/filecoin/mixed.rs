@@ -159,19 +159,8 @@ fn window_post_is_admitted_at_once_behind_porep_by_parking_the_queued_porep_job(
     monitor.join().unwrap();
 
     // Every proof verifies with filecoin-proofs.
-    let config = sealed.proof.config().unwrap();
     for proofs in [porep1.unwrap(), porep2.unwrap()] {
-        let accepted = filecoin_proofs::verify_seal::<SectorShape2KiB>(
-            &config,
-            sealed.pre_commit.comm_r,
-            sealed.pre_commit.comm_d,
-            sealed.prover_id,
-            sealed.sector_id,
-            sealed.ticket,
-            sealed.seed,
-            &proofs_to_bytes(&proofs),
-        )
-        .unwrap();
+        let accepted = sealed.verify_seal(&proofs_to_bytes(&proofs)).unwrap();
         assert!(accepted, "verify_seal refused a PoRep C2 of the mixed run");
     }
     let replicas = BTreeMap::from([(

@@ -10,7 +10,6 @@ use std::time::Instant;
 use bellperson::groth16::create_proof_batch;
 use cuzk_filecoin::porep::{self, generate_test_params};
 use cuzk_filecoin::{C1Output, FilecoinError, SealProof, SectorSize, proofs_to_bytes};
-use filecoin_proofs::SectorShape2KiB;
 
 #[test]
 fn porep_2kib_c2_is_bellperson_byte_for_byte_and_verify_seal_accepts_it() {
@@ -52,18 +51,7 @@ fn porep_2kib_c2_is_bellperson_byte_for_byte_and_verify_seal_accepts_it() {
     eprintln!("bellperson create_proof_batch: {:.2?}", start.elapsed());
     assert_eq!(proofs_to_bytes(&theirs), c2.bytes, "not bellperson's bytes");
 
-    let config = proof.config().unwrap();
-    let accepted = filecoin_proofs::verify_seal::<SectorShape2KiB>(
-        &config,
-        sealed.pre_commit.comm_r,
-        sealed.pre_commit.comm_d,
-        sealed.prover_id,
-        sealed.sector_id,
-        sealed.ticket,
-        sealed.seed,
-        &c2.bytes,
-    )
-    .unwrap();
+    let accepted = sealed.verify_seal(&c2.bytes).unwrap();
     assert!(accepted, "verify_seal refused cuzk's C2 proof");
     assert!(c1.verify(dir, &c2.bytes).unwrap());
 
@@ -71,16 +59,7 @@ fn porep_2kib_c2_is_bellperson_byte_for_byte_and_verify_seal_accepts_it() {
     let mut wrong = c2.bytes.clone();
     wrong[..48].copy_from_slice(&c2.bytes[144..192]);
     wrong[144..192].copy_from_slice(&c2.bytes[..48]);
-    let refused = filecoin_proofs::verify_seal::<SectorShape2KiB>(
-        &config,
-        sealed.pre_commit.comm_r,
-        sealed.pre_commit.comm_d,
-        sealed.prover_id,
-        sealed.sector_id,
-        sealed.ticket,
-        sealed.seed,
-        &wrong,
-    );
+    let refused = sealed.verify_seal(&wrong);
     assert!(!matches!(refused, Ok(true)), "a wrong proof was accepted");
     assert!(!matches!(c1.verify(dir, &wrong), Ok(true)));
     let e = c1.verify(dir, &c2.bytes[..100]).unwrap_err();
