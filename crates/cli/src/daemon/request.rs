@@ -389,7 +389,8 @@ pub fn status_of(e: &EngineError) -> Status {
         EngineError::ShutDown { .. } | EngineError::EngineShutDown => Code::Unavailable,
         EngineError::Params { .. }
         | EngineError::ParamsIo { .. }
-        | EngineError::ParamsInUse { .. } => Code::FailedPrecondition,
+        | EngineError::ParamsInUse { .. }
+        | EngineError::ParamsLoader { .. } => Code::FailedPrecondition,
         _ => Code::Internal,
     };
     Status::new(code, e.to_string())

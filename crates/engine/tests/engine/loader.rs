@@ -102,7 +102,7 @@ fn a_loader_set_is_made_on_first_use_evicted_for_a_higher_job_and_made_again() {
         .submit(request(LOW, low_key.clone(), LOW_PARTS, Priority::Normal))
         .unwrap();
     let low_id = low.id().0;
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(600);
     while low.progress().proved == 0 {
         assert!(Instant::now() < deadline, "no partition proved in time");
         std::thread::sleep(Duration::from_millis(1));
