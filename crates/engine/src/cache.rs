@@ -338,6 +338,25 @@ mod tests {
     }
 
     #[test]
+    fn idle_bytes_count_idle_evictable_entries_only() {
+        let budget = MemoryBudget::new(1000);
+        let cache: Cache<&str, u32> = Cache::new();
+        let charge = |n| budget.try_charge(n, ChargeKind::Params).unwrap().unwrap();
+        cache.insert("idle", Arc::new(1), charge(100), true);
+        cache.insert("held", Arc::new(2), charge(200), true);
+        cache.insert("by value", Arc::new(3), charge(300), false);
+        let held = cache.get(&"held").unwrap();
+        assert_eq!(cache.idle_bytes(), 100);
+        assert!(cache.evictable(&"idle") && cache.evictable(&"held"));
+        assert!(!cache.evictable(&"by value") && !cache.evictable(&"absent"));
+        drop(held);
+        assert_eq!(cache.idle_bytes(), 300);
+        // What idle_bytes counts is what evict_idle can free.
+        assert_eq!(cache.evict_idle(u64::MAX), 300);
+        assert_eq!((cache.idle_bytes(), budget.charged()), (0, 300));
+    }
+
+    #[test]
     fn each_eviction_is_reported_with_its_bytes_and_a_held_entry_never() {
         let budget = MemoryBudget::new(1000);
         let cache: Cache<&str, u32> = Cache::new();
