@@ -246,6 +246,11 @@ pub struct EngineConfig {
     /// link's full speed, under the previous chunk's MSM); false: copied
     /// from pageable memory.
     pub gpu_pin_streamed: bool,
+    /// Upload each partition's witness (and a, b, c when staged on the
+    /// device) through two 32 MiB page-locked buffers per worker, filled by
+    /// a few threads while the other crosses the link, instead of from
+    /// pageable memory at a fraction of the link's speed; false: pageable.
+    pub gpu_pinned_uploads: bool,
     /// Give each worker its own CUDA stream, so one worker's uploads and
     /// a/b/c kernels run beside the other's kernel region; false: both
     /// workers of a GPU on one shared stream (for comparison).
@@ -284,6 +289,7 @@ impl Default for EngineConfig {
             gpus: None,
             gpu_params: GpuParams::Auto,
             gpu_pin_streamed: true,
+            gpu_pinned_uploads: true,
             gpu_stream_per_worker: true,
             gpu_abc: true,
             gpu_staging: GpuStaging::Auto,

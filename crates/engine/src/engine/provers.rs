@@ -182,6 +182,9 @@ fn open_gpus(
         },
         gpu_abc: config.gpu_abc,
         pin_streamed: config.gpu_pin_streamed,
+        bounce_bytes: config
+            .gpu_pinned_uploads
+            .then_some(cuzk_groth16_cuda::BOUNCE_BYTES),
         stream_per_worker: config.gpu_stream_per_worker,
         memory_limit: config.device_memory_limit.map(|b| b.0),
         staging: match config.gpu_staging {

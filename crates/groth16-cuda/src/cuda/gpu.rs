@@ -611,6 +611,14 @@ impl GpuEvent {
         self.0.is_complete()
     }
 
+    /// Waits until the work queued before this event is done; `what` names
+    /// that work in the error.
+    pub(crate) fn wait(&self, what: &str) -> Result<()> {
+        self.0
+            .synchronize()
+            .map_err(driver_error(|| format!("waiting for {what}")))
+    }
+
     /// Milliseconds of GPU time from `start` to this event; waits until
     /// this event's work is done.
     pub fn ms_since(&self, start: &GpuEvent) -> Result<f64> {

@@ -51,6 +51,7 @@
 //! Which worker may launch on which device, and when, is decided by
 //! `gpu-sched` and the engine; this layer only carries out what it is told.
 
+mod bounce;
 mod buffer;
 mod gpu;
 mod launch;

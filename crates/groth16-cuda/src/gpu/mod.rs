@@ -30,6 +30,7 @@ mod options;
 mod param_sets;
 mod shapes;
 mod stages;
+mod upload;
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -40,6 +41,7 @@ use cuzk_synth::Pce;
 
 pub use memory::{params_device_bytes, stage_on_device, stream_chunk_for_device_memory};
 pub use options::{GpuOptions, ParamsPlacement, Staging};
+pub use upload::BOUNCE_BYTES;
 
 use crate::cuda::{Gpu, OwnStream};
 use crate::msm::{GpuMsm, MsmConfig};

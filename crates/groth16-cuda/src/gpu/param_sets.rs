@@ -6,7 +6,7 @@ use std::sync::{Arc, Weak};
 
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G2Affine};
-use cuzk_pinned_pool::{Pool, PoolConfig, RegisteredShared};
+use cuzk_pinned_pool::{Pool, RegisteredShared};
 use cuzk_synth::Pce;
 
 #[cfg(doc)]
@@ -330,17 +330,7 @@ impl GpuProver {
         if !self.options.pin_streamed {
             return Ok(None);
         }
-        let pool = self.host_pool.get_or_init(|| {
-            Pool::pinned(self.gpu.ordinal(), PoolConfig::unbounded())
-                .map_err(|e| {
-                    tracing::warn!(
-                        gpu = self.gpu.ordinal(),
-                        "no pinned host pool: streamed parameters stay pageable: {e}"
-                    )
-                })
-                .ok()
-        });
-        let Some(pool) = pool else {
+        let Some(pool) = self.host_pool() else {
             return Ok(None);
         };
         let mut cache = self.pinned.lock().map_err(|_| poisoned())?;

@@ -3,8 +3,6 @@
 //! kernel region (H by NTTs, then the five MSMs against resident or
 //! streamed bases).
 
-use std::sync::Arc;
-
 use bellperson::groth16::Parameters;
 use blstrs::Scalar;
 use cuzk_synth::Abc;
@@ -71,7 +69,7 @@ enum GpuStaged {
 /// small pool of its own: on rayon's global pool it would queue behind the
 /// witness tasks of partitions being synthesized (seconds each), and the
 /// next kernel region would wait for it.
-fn on_prep_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+pub(super) fn on_prep_pool<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     let pool = POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -99,12 +97,6 @@ fn abc_slices<'s>(
     }
 }
 
-fn upload_padded(gpu: &Arc<Gpu>, v: &[Scalar], m: usize) -> Result<DeviceBuffer<Scalar>> {
-    let mut buf = gpu.alloc_zeros::<Scalar>(m)?;
-    buf.copy_from_host_at(0, v)?;
-    Ok(buf)
-}
-
 impl GpuProver {
     /// prepare with a/b/c evaluated on the GPU: upload the witness only,
     /// SpMV against the resident PCE, and the satisfaction check there.
@@ -125,12 +117,7 @@ impl GpuProver {
             )
         })?;
         let mut clock = EventClock::start(g)?;
-        let w = timings.time("h2d", || -> Result<DeviceBuffer<Scalar>> {
-            let mut w = g.alloc_zeros::<Scalar>(pce.num_inputs + pce.num_aux)?;
-            w.copy_from_host_at(0, &input.witness.inputs)?;
-            w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
-            Ok(w)
-        })?;
+        let w = timings.time("h2d", || self.upload_witness(pce, input.witness))?;
         clock.mark(g, "h2d")?;
         let (a, b, c) = timings.time("spmv (gpu)", || self.spmv.evaluate(&dpce, &w, m))?;
         clock.mark(g, "spmv")?;
@@ -183,15 +170,11 @@ impl GpuProver {
         })?;
         let mut clock = EventClock::start(g)?;
         let staged = timings.time("h2d", || -> Result<GpuStaged> {
-            let w_len = pce.num_inputs + pce.num_aux;
-            let mut w = g.alloc_zeros::<Scalar>(w_len)?;
-            w.copy_from_host_at(0, &input.witness.inputs)?;
-            w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
             Ok(GpuStaged::Device {
-                a: upload_padded(g, a, m)?,
-                b: upload_padded(g, b, m)?,
-                c: upload_padded(g, c, m)?,
-                w,
+                a: self.upload_padded(a, m)?,
+                b: self.upload_padded(b, m)?,
+                c: self.upload_padded(c, m)?,
+                w: self.upload_witness(pce, input.witness)?,
             })
         })?;
         clock.mark(g, "h2d")?;
@@ -261,9 +244,7 @@ impl GpuProver {
             let mut pending = w.is_none().then(|| {
                 scope.spawn(|| {
                     let t = std::time::Instant::now();
-                    let mut w = g.alloc_zeros::<Scalar>(pce.num_inputs + pce.num_aux)?;
-                    w.copy_from_host_at(0, &input.witness.inputs)?;
-                    w.copy_from_host_at(pce.num_inputs, &input.witness.aux)?;
+                    let w = self.upload_witness(pce, input.witness)?;
                     Ok::<_, Groth16Error>((w, t.elapsed()))
                 })
             });

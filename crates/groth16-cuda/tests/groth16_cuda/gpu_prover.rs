@@ -158,6 +158,10 @@ fn streamed_parameters_give_the_same_proofs() {
                 params: ParamsPlacement::Streamed,
                 stream_chunk: Some(chunk),
                 pin_streamed,
+                // Uploads through bounce buffers of 4 KiB (every staged
+                // vector of these circuits takes several pieces) and
+                // pageable ones.
+                bounce_bytes: pin_streamed.then_some(4096),
                 // Both ways of ordering the work.
                 stream_per_worker: pin_streamed,
                 // Also covers a/b/c from the PCE on the CPU.

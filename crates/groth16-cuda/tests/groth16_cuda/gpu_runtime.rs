@@ -303,6 +303,78 @@ fn gpu_copies_check_lengths_and_empty_buffers_work() {
     assert!(empty.download().unwrap().is_empty());
 }
 
+/// `copy_from_host_through` writes exactly the range `copy_from_host_at`
+/// would: bounce buffers of one element, of a few elements that do not
+/// divide the source, and of unequal sizes; sources of 0, 1 and many
+/// pieces at offsets that leave elements on both sides untouched; a range
+/// past the end and buffers that are not page-locked are refused.
+#[test]
+fn gpu_uploads_through_bounce_buffers_equal_plain_copies() {
+    use cuzk_pinned_pool::{CpuAccess, Pool, PoolConfig, Request};
+    let Some(gpu) = gpu("gpu_uploads_through_bounce_buffers_equal_plain_copies") else {
+        return;
+    };
+    let pool = Pool::pinned(gpu.ordinal(), PoolConfig::unbounded()).expect("a pinned pool");
+    let lease = |bytes: usize| {
+        pool.lease(Request::bytes(bytes).access(CpuAccess::WriteOnly))
+            .expect("a page-locked lease")
+    };
+    let mut rng = rng();
+    let len = 1000;
+    let before: Vec<Scalar> = (0..len).map(|_| Scalar::random(&mut rng)).collect();
+    let fill = |dst: &mut [u8], src: &[u8]| dst.copy_from_slice(src);
+    // A piece is as many whole elements as the shorter buffer holds.
+    for (b0, b1) in [(32, 32), (96, 96), (100, 4096), (1 << 20, 64)] {
+        for (offset, n) in [(0, 0), (3, 1), (0, len), (7, 500), (1, 998), (999, 1)] {
+            let src: Vec<Scalar> = (0..n).map(|_| Scalar::random(&mut rng)).collect();
+            let mut expected = before.clone();
+            expected[offset..offset + n].copy_from_slice(&src);
+            let mut buffer = gpu.upload(&before).unwrap();
+            let mut bounce = [lease(b0), lease(b1)];
+            buffer
+                .copy_from_host_through(offset, &src, &mut bounce, fill)
+                .unwrap_or_else(|e| panic!("buffers {b0}/{b1}, {n} at {offset}: {e}"));
+            assert!(
+                buffer.download().unwrap() == expected,
+                "buffers {b0}/{b1}, {n} at {offset}: the device range differs"
+            );
+        }
+    }
+    let mut buffer = gpu.upload(&before).unwrap();
+    let mut bounce = [lease(64), lease(64)];
+    let err = buffer
+        .copy_from_host_through(len - 1, &before[..2], &mut bounce, fill)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Groth16Error::CopyLength {
+                device: 1000,
+                host: 1001,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let pageable = Pool::fallback(PoolConfig::unbounded());
+    let mut bounce = [
+        pageable.lease(Request::bytes(64)).unwrap(),
+        pageable.lease(Request::bytes(64)).unwrap(),
+    ];
+    let err = buffer
+        .copy_from_host_through(0, &before[..4], &mut bounce, fill)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must be page-locked"), "{err}");
+    let mut tiny = [lease(16), lease(64)];
+    let err = buffer
+        .copy_from_host_through(0, &before[..4], &mut tiny, fill)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("hold at least one Scalar"), "{err}");
+    assert!(buffer.download().unwrap() == before, "a refused copy wrote");
+}
+
 #[test]
 fn gpu_handles_are_shared_and_bad_ordinals_refused() {
     let Some(gpu) = gpu("gpu_handles_are_shared_and_bad_ordinals_refused") else {

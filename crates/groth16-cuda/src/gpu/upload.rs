@@ -1,0 +1,113 @@
+//! A partition's uploads (its witness; a, b, c when staged on the device)
+//! through page-locked bounce buffers ([`GpuOptions::bounce_bytes`]), and
+//! the prover's pinned host pool they and streamed parameter sets use.
+//!
+//! [`GpuOptions::bounce_bytes`]: super::GpuOptions::bounce_bytes
+
+use blstrs::Scalar;
+use cuzk_pinned_pool::{CpuAccess, Lease, Pool, PoolConfig, Request};
+use cuzk_synth::{Pce, Witness};
+use rayon::prelude::*;
+
+use super::GpuProver;
+use super::stages::on_prep_pool;
+use crate::Result;
+use crate::cuda::{DeviceBuffer, DeviceElem};
+
+/// Bytes of each of an upload's two bounce buffers by default. A 4 GB witness is 128
+/// pieces; each piece's copy across the link (0.6 ms at 55 GB/s) runs under
+/// the next piece's copy into the other buffer. The buffers go back to the
+/// prover's pool after each upload and are reused by the next: at most two
+/// per worker uploading at once (128 MiB for a GPU's two workers), outside
+/// the engine's host budget.
+pub const BOUNCE_BYTES: usize = 32 << 20;
+
+/// Host-side pieces of a bounce buffer's fill: each a task of the prepare
+/// pool.
+const FILL_PIECE: usize = 1 << 20;
+
+impl GpuProver {
+    /// The GPU's pinned host pool, made on first use; `None` (with a
+    /// warning once) where the driver cannot page-lock memory.
+    pub(super) fn host_pool(&self) -> Option<&Pool> {
+        self.host_pool
+            .get_or_init(|| {
+                Pool::pinned(self.gpu.ordinal(), PoolConfig::unbounded())
+                    .map_err(|e| {
+                        tracing::warn!(
+                            gpu = self.gpu.ordinal(),
+                            "no pinned host pool: streamed parameters and uploads stay pageable: {e}"
+                        )
+                    })
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// Two bounce buffers from the pinned pool, or `None` (pageable
+    /// copies) when uploads are not bounced, the source is no larger than
+    /// one buffer, or page-locked memory cannot be had.
+    fn bounce_buffers(&self, bytes: usize) -> Option<[Lease; 2]> {
+        let size = self.options.bounce_bytes.filter(|&b| b > 0 && bytes > b)?;
+        let pool = self.host_pool()?;
+        let lease = || {
+            pool.lease(Request::bytes(size).access(CpuAccess::WriteOnly))
+                .map_err(|e| {
+                    tracing::warn!(
+                        gpu = self.gpu.ordinal(),
+                        "no page-locked bounce buffer, the upload is pageable: {e}"
+                    )
+                })
+                .ok()
+        };
+        Some([lease()?, lease()?])
+    }
+
+    /// `dst[offset..offset + src.len()] = src`: through bounce buffers
+    /// (filled by the prepare pool's threads) where
+    /// [`GpuOptions::bounce_bytes`](super::GpuOptions::bounce_bytes)
+    /// asks for it and they can be had, else a pageable copy.
+    pub(super) fn upload_at<T: DeviceElem>(
+        &self,
+        dst: &mut DeviceBuffer<T>,
+        offset: usize,
+        src: &[T],
+    ) -> Result<()> {
+        match self.bounce_buffers(size_of_val(src)) {
+            Some(mut bounce) => dst.copy_from_host_through(offset, src, &mut bounce, parallel_fill),
+            None => dst.copy_from_host_at(offset, src),
+        }
+    }
+
+    /// A new device vector of `len` elements: `src` then zeros.
+    pub(super) fn upload_padded(&self, src: &[Scalar], len: usize) -> Result<DeviceBuffer<Scalar>> {
+        let mut buf = self.gpu.alloc_zeros::<Scalar>(len)?;
+        self.upload_at(&mut buf, 0, src)?;
+        Ok(buf)
+    }
+
+    /// The witness of a partition of `pce`'s shape as one device vector:
+    /// inputs, then aux.
+    pub(super) fn upload_witness(
+        &self,
+        pce: &Pce,
+        witness: &Witness,
+    ) -> Result<DeviceBuffer<Scalar>> {
+        let mut w = self
+            .gpu
+            .alloc_zeros::<Scalar>(pce.num_inputs + pce.num_aux)?;
+        self.upload_at(&mut w, 0, &witness.inputs)?;
+        self.upload_at(&mut w, pce.num_inputs, &witness.aux)?;
+        Ok(w)
+    }
+}
+
+/// `dst.copy_from_slice(src)` in pieces on the prepare pool: on rayon's
+/// global pool it would queue behind other partitions' witness tasks.
+fn parallel_fill(dst: &mut [u8], src: &[u8]) {
+    on_prep_pool(|| {
+        dst.par_chunks_mut(FILL_PIECE)
+            .zip(src.par_chunks(FILL_PIECE))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    });
+}
