@@ -31,6 +31,9 @@
 #[path = "../../groth16-cuda/examples/common/args.rs"]
 mod args;
 use args::{JsonRecord, List};
+// What the Filecoin benchmark examples share, in common/ beside them.
+mod common;
+use common::Results;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,7 +43,7 @@ use anyhow::{Context, Result, ensure};
 use bellperson::Circuit;
 use blstrs::Scalar;
 use clap::{ArgGroup, Parser};
-use cuzk_engine::{Engine, EngineConfig, ParamsRef, ShapeId};
+use cuzk_engine::{Engine, ParamsRef, ShapeId};
 use cuzk_filecoin::post::PostInput;
 use cuzk_filecoin::{
     BlankPce, C1Output, Partitions, PartitionsVisitor, PostProof, SealProof, UpdateInput,
@@ -158,16 +161,6 @@ fn check(a: &Args) -> Result<()> {
     Ok(())
 }
 
-/// This process's peak resident memory in bytes (Linux VmHWM).
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// The parsed synthetic input.
 enum Input {
     PoRep(C1Output),
@@ -193,46 +186,20 @@ impl Input {
     }
 }
 
-/// The results recorded so far (bench-data entries).
-struct Results {
-    prefix: String,
-    entries: Vec<serde_json::Value>,
-}
-
-impl Results {
-    fn add(&mut self, name: &str, unit: &str, value: f64, notes: String) {
-        eprintln!("{name}: {value:.3} {unit} ({notes})");
-        self.entries.push(serde_json::json!({
-            "name": format!("{}/{name}", self.prefix),
-            "unit": unit,
-            "median": value, "min": value, "max": value, "runs": 1,
-            "notes": notes,
-        }));
-    }
-}
-
 /// mimalloc, or the system's allocator with `CUZK_ALLOCATOR=system`.
 #[global_allocator]
 static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_tracing("info");
     let args = Args::parse();
     check(&args)?;
     let kind = args.kind().context("no proof kind")?;
-    let mut results = Results {
-        prefix: match kind {
-            Kind::PoRep(p) => format!("c2/{p}"),
-            Kind::Update(p) => format!("snap/{p}"),
-            Kind::Post(p) => format!("post/{p}"),
-        },
-        entries: Vec::new(),
-    };
+    let mut results = Results::new(match kind {
+        Kind::PoRep(p) => format!("c2/{p}"),
+        Kind::Update(p) => format!("snap/{p}"),
+        Kind::Post(p) => format!("post/{p}"),
+    });
     let seed = args.seed;
     let (input, blank): (Input, Box<dyn Fn() -> cuzk_filecoin::Result<BlankPce>>) = match kind {
         Kind::PoRep(proof) => {
@@ -264,18 +231,7 @@ fn main() -> Result<()> {
             (Input::Update(u), Box::new(move || update::blank_pce(proof)))
         }
         Kind::Post(proof) => {
-            let sectors = args.sectors.unwrap_or(proof.config().sector_count);
-            let s = synthetic::post_json(proof, sectors, seed)?;
-            let p = PostInput::from_json(&s.json, Some(proof.kind))?;
-            results.add(
-                "synthetic_post",
-                "s",
-                s.seconds,
-                format!(
-                    "seed {seed}: {sectors} sectors, {} partitions",
-                    p.partitions()?
-                ),
-            );
+            let p = common::synthetic_post(proof, args.sectors, seed, &mut results)?;
             (Input::Post(p), Box::new(move || post::blank_pce(proof)))
         }
     };
@@ -290,17 +246,7 @@ fn main() -> Result<()> {
             results: &mut results,
         },
     )??;
-    results.add(
-        "peak_rss",
-        "GiB",
-        peak_rss() as f64 / (1u64 << 30) as f64,
-        "this process's VmHWM at the end".into(),
-    );
-    if let Some((revision, command)) = args.json.get() {
-        let doc = cuzk_engine::bench::bench_doc(revision, command, results.entries);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    }
-    Ok(())
+    results.finish(args.json.get())
 }
 
 /// The measurement, on the typed partitions.
@@ -329,45 +275,10 @@ impl PartitionsVisitor for Bench<'_> {
         let shape = shape_id(&partitions.params);
         let n = partitions.circuits.len();
 
-        // The PCE on disk where the engine reads it: read from there if it
-        // is there, else recorded from the blank circuit and written there.
-        let pce_path = args.pce_dir.join(cuzk_engine::pce_file::file_name(&shape));
+        // The PCE on disk where the engine reads it, in memory only for
+        // fake parameters.
         let want_pce = args.fake_params || args.time_fake_params;
-        let mut pce = None;
-        if pce_path.exists() {
-            if want_pce {
-                let t = Instant::now();
-                pce = Some(cuzk_engine::pce_file::read_pce(&pce_path, &shape, None)?);
-                results.add(
-                    "pce_read",
-                    "s",
-                    t.elapsed().as_secs_f64(),
-                    pce_path.display().to_string(),
-                );
-            }
-        } else {
-            let blank = blank()?;
-            results.add(
-                "pce_record",
-                "s",
-                blank.record_seconds,
-                format!(
-                    "blank circuit, {} constraints, one thread",
-                    blank.pce.num_constraints()
-                ),
-            );
-            let t = Instant::now();
-            blank.write_to(&args.pce_dir)?;
-            results.add(
-                "pce_write",
-                "s",
-                t.elapsed().as_secs_f64(),
-                pce_path.display().to_string(),
-            );
-            if want_pce {
-                pce = Some(blank.pce);
-            }
-        }
+        let mut pce = common::blank_pce(&args.pce_dir, &shape, None, want_pce, blank, results)?;
 
         let mut fake = None;
         if let Some(pce) = pce.take() {
@@ -416,13 +327,8 @@ impl PartitionsVisitor for Bench<'_> {
                     format!("{variant}/{label}")
                 }
             };
-            let mut config = EngineConfig::default().with_overrides(
-                args.overrides
-                    .iter()
-                    .chain(extra.iter())
-                    .map(String::as_str),
-            )?;
-            config.pce_cache_dir = Some(args.pce_dir.clone());
+            let overrides = args.overrides.iter().chain(extra.iter());
+            let config = common::engine_config(overrides.map(String::as_str), &args.pce_dir)?;
             let engine = Engine::new(config)?;
             let params = match &fake {
                 Some(fake) => {
@@ -518,14 +424,12 @@ impl PartitionsVisitor for Bench<'_> {
                 ),
             );
                 if let Some(out) = &args.out {
-                    std::fs::create_dir_all(out)?;
                     let stem = format!(
                         "{}-{}",
                         results.prefix.rsplit('/').next().unwrap_or("proof"),
                         label.replace('/', "-")
                     );
-                    let trace = out.join(format!("timeline-{stem}.json"));
-                    std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;
+                    let trace = common::write_trace(out, &stem, &timeline.chrome_trace())?;
                     let summary = out.join(format!("summary-{stem}.json"));
                     std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
                     eprintln!("wrote {} and {}", trace.display(), summary.display());

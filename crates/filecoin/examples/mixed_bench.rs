@@ -32,6 +32,9 @@
 #[path = "../../groth16-cuda/examples/common/args.rs"]
 mod args;
 use args::JsonRecord;
+// What the Filecoin benchmark examples share, in common/ beside them.
+mod common;
+use common::Results;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -42,8 +45,8 @@ use bellperson::Circuit;
 use blstrs::{G1Affine, G2Affine, Scalar};
 use clap::Parser;
 use cuzk_engine::{
-    ByteSize, Engine, EngineConfig, EngineStats, JobHandle, ParamsLoader, ParamsRef, Priority,
-    ProofRequest, WitnessWith,
+    ByteSize, Engine, EngineStats, JobHandle, ParamsLoader, ParamsRef, Priority, ProofRequest,
+    WitnessWith,
 };
 use cuzk_filecoin::post::PostInput;
 use cuzk_filecoin::{
@@ -104,53 +107,17 @@ struct Args {
     json: JsonRecord,
 }
 
-/// The results recorded so far (bench-data entries).
-struct Results {
-    prefix: String,
-    entries: Vec<serde_json::Value>,
-}
-
-impl Results {
-    fn add(&mut self, name: &str, unit: &str, value: f64, notes: String) {
-        eprintln!("{name}: {value:.3} {unit} ({notes})");
-        self.entries.push(serde_json::json!({
-            "name": format!("{}/{name}", self.prefix),
-            "unit": unit,
-            "median": value, "min": value, "max": value, "runs": 1,
-            "notes": notes,
-        }));
-    }
-}
-
-/// This process's peak resident memory in bytes (Linux VmHWM).
-fn peak_rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 /// mimalloc, or the system's allocator with `CUZK_ALLOCATOR=system`.
 #[global_allocator]
 static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_tracing("info");
     let args = Args::parse();
     ensure!(args.porep_jobs > 0, "--porep-jobs must be at least 1");
     ensure!(args.after >= 1, "--after must be at least 1");
     let (seal, window, seed) = (args.seal_proof, args.post_proof, args.seed);
-    let mut results = Results {
-        prefix: format!("mixed/{seal}+{window}"),
-        entries: Vec::new(),
-    };
+    let mut results = Results::new(format!("mixed/{seal}+{window}"));
 
     let s = synthetic::generate_json(seal, seed)?;
     results.add(
@@ -160,18 +127,7 @@ fn main() -> Result<()> {
         format!("seed {seed}: {} partitions", s.partitions),
     );
     let c1 = C1Output::from_json(&s.json, Some(seal))?;
-    let sectors = args.sectors.unwrap_or(window.config().sector_count);
-    let s = synthetic::post_json(window, sectors, seed)?;
-    let post_input = PostInput::from_json(&s.json, Some(window.kind))?;
-    results.add(
-        "synthetic_post",
-        "s",
-        s.seconds,
-        format!(
-            "seed {seed}: {sectors} sectors, {} partitions",
-            post_input.partitions()?
-        ),
-    );
+    let post_input = common::synthetic_post(window, args.sectors, seed, &mut results)?;
     // Fake parameters: no parameter files are read.
     let no_files = Path::new("");
     c1.visit_partitions(
@@ -182,17 +138,7 @@ fn main() -> Result<()> {
             results: &mut results,
         },
     )??;
-    results.add(
-        "peak_rss",
-        "GiB",
-        peak_rss() as f64 / (1u64 << 30) as f64,
-        "this process's VmHWM at the end".into(),
-    );
-    if let Some((revision, command)) = args.json.get() {
-        let doc = cuzk_engine::bench::bench_doc(revision, command, results.entries);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    }
-    Ok(())
+    results.finish(args.json.get())
 }
 
 /// The PoRep's typed partitions, then the PoSt's.
@@ -267,40 +213,8 @@ fn blank_pce(
     record: impl FnOnce() -> cuzk_filecoin::Result<BlankPce>,
     results: &mut Results,
 ) -> Result<Pce> {
-    let path = args.pce_dir.join(cuzk_engine::pce_file::file_name(shape));
-    if path.exists() {
-        let t = Instant::now();
-        let pce = cuzk_engine::pce_file::read_pce(&path, shape, None)?;
-        let notes = path.display().to_string();
-        results.add(
-            &format!("pce_read/{name}"),
-            "s",
-            t.elapsed().as_secs_f64(),
-            notes,
-        );
-        return Ok(pce);
-    }
-    let blank = record()?;
-    let notes = format!(
-        "blank circuit, {} constraints, one thread",
-        blank.pce.num_constraints()
-    );
-    results.add(
-        &format!("pce_record/{name}"),
-        "s",
-        blank.record_seconds,
-        notes,
-    );
-    let t = Instant::now();
-    blank.write_to(&args.pce_dir)?;
-    let notes = path.display().to_string();
-    results.add(
-        &format!("pce_write/{name}"),
-        "s",
-        t.elapsed().as_secs_f64(),
-        notes,
-    );
-    Ok(blank.pce)
+    common::blank_pce(&args.pce_dir, shape, Some(name), true, record, results)?
+        .context("a wanted PCE is returned")
 }
 
 /// What `fake_params` reads of a PCE (its counts and densities) and nothing
@@ -514,8 +428,7 @@ where
     }
 
     let mut config =
-        EngineConfig::default().with_overrides(args.overrides.iter().map(String::as_str))?;
-    config.pce_cache_dir = Some(args.pce_dir.clone());
+        common::engine_config(args.overrides.iter().map(String::as_str), &args.pce_dir)?;
     if let Some(budget) = args.budget {
         config.host_memory_budget = cuzk_engine::Auto::Value(budget);
     }
@@ -680,10 +593,8 @@ where
         }
     }
     if let Some(out) = &args.out {
-        std::fs::create_dir_all(out)?;
-        let trace = out.join("timeline-mixed.json");
         let timeline = engine.timeline().snapshot();
-        std::fs::write(&trace, serde_json::to_vec(&timeline.chrome_trace())?)?;
+        let trace = common::write_trace(out, "mixed", &timeline.chrome_trace())?;
         eprintln!("wrote {}", trace.display());
     }
 

@@ -33,6 +33,8 @@
 #[path = "../../groth16-cuda/examples/common/args.rs"]
 mod args;
 use args::JsonRecord;
+// What the Filecoin benchmark examples share, in common/ beside them.
+mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -147,12 +149,7 @@ fn on_threads<T: Send>(threads: usize, f: impl FnOnce() -> T + Send) -> Result<T
 static ALLOC: cuzk_synth::allocator::Allocator = cuzk_synth::allocator::Allocator;
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    common::init_tracing("warn");
     let args = Args::parse();
     ensure!(args.runs > 0, "--runs must be at least 1");
     use cuzk_filecoin::sector::Shape;
@@ -468,11 +465,7 @@ fn run<Tree: 'static + MerkleTreeTrait>(args: &Args) -> Result<()> {
             r["ratio_vs_baseline"].as_f64().unwrap_or(f64::NAN)
         );
     }
-    if let Some((revision, command)) = args.json.get() {
-        let doc = cuzk_engine::bench::bench_doc(revision, command, results);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    }
-    Ok(())
+    common::print_bench_doc(args.json.get(), results)
 }
 
 /// This process's (user, system) CPU seconds so far, from /proc/self/stat
