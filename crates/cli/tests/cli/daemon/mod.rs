@@ -17,6 +17,7 @@ mod ownership;
 mod parsing;
 mod shutdown;
 mod soak;
+mod status_waiting;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
