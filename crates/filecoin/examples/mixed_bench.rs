@@ -34,7 +34,7 @@ mod args;
 use args::JsonRecord;
 // What the Filecoin benchmark examples share, in common/ beside them.
 mod common;
-use common::Results;
+use common::{Results, Watchdog};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -93,6 +93,11 @@ struct Args {
     /// time is limited).
     #[arg(long)]
     pce_only: bool,
+    /// Fail a scenario (with the engine's state on stderr, dumped every
+    /// 120 s before that) once no partition has been proved for this many
+    /// seconds; what was measured before is still written.
+    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    stall_timeout: u64,
     /// (c): the same PoRep jobs alone, after (b).
     #[arg(long)]
     porep_alone: bool,
@@ -130,15 +135,17 @@ fn main() -> Result<()> {
     let post_input = common::synthetic_post(window, args.sectors, seed, &mut results)?;
     // Fake parameters: no parameter files are read.
     let no_files = Path::new("");
-    c1.visit_partitions(
+    let outcome = c1.visit_partitions(
         no_files,
         PorepVisit {
             args: &args,
             post: &post_input,
             results: &mut results,
         },
-    )??;
-    results.finish(args.json.get())
+    )?;
+    // What was measured is written even when a later scenario failed.
+    results.finish(args.json.get())?;
+    outcome
 }
 
 /// The PoRep's typed partitions, then the PoSt's.
@@ -324,6 +331,7 @@ struct Stream {
 
 fn stream(
     engine: &Engine,
+    watchdog: &mut Watchdog,
     porep: Vec<ProofRequest<impl Circuit<Scalar> + Clone + Send + 'static>>,
     mut then: Option<(
         usize,
@@ -366,6 +374,8 @@ fn stream(
         }
         // A stream that ended before `after` partitions were proved.
         ensure!(!all_done || then.is_none(), "the PoRep jobs ended first");
+        let other_progress = other.as_ref().map_or(0, |o| 1 + o.progress().proved);
+        watchdog.check(engine, (proved_at.len() + other_progress) as u64)?;
         std::thread::sleep(Duration::from_millis(2));
     }
     let porep = jobs
@@ -469,11 +479,12 @@ where
     let notes = "the PoSt's fake parameters made by the loader (no file read)".to_owned();
     results.add("a/post_preload", "s", t.elapsed().as_secs_f64(), notes);
     let t = Instant::now();
-    engine.submit(post_request(WARM))?.wait_blocking()?;
+    let mut watchdog = Watchdog::new(Duration::from_secs(args.stall_timeout));
+    watchdog.wait(&engine, engine.submit(post_request(WARM))?)?;
     let notes = "one PoSt (other r, s), not measured: PCE read from disk, set to the prover".into();
     results.add("a/post_warm_up", "s", t.elapsed().as_secs_f64(), notes);
     let t = Instant::now();
-    let post_alone = proofs_to_bytes(&engine.submit(post_request(POST))?.wait_blocking()?);
+    let post_alone = proofs_to_bytes(&watchdog.wait(&engine, engine.submit(post_request(POST))?)?);
     let notes = format!("submission to proof, warm engine; {sizes}");
     results.add("a/post_latency", "s", t.elapsed().as_secs_f64(), notes);
 
@@ -483,6 +494,7 @@ where
     let makes_before = (porep_set.makes().len(), post_set.makes().len());
     let b = stream(
         &engine,
+        &mut watchdog,
         porep_requests(),
         Some((args.after, post_request(POST))),
     )?;
@@ -601,7 +613,7 @@ where
     // (c) The same PoRep jobs alone.
     if args.porep_alone {
         let none: Option<(usize, ProofRequest<Q>)> = None;
-        let c = stream(&engine, porep_requests(), none)?;
+        let c = stream(&engine, &mut watchdog, porep_requests(), none)?;
         ensure!(
             c.porep == b.porep,
             "the PoRep proofs alone differ from those with the swap"

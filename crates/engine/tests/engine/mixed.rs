@@ -380,3 +380,48 @@ fn a_parked_job_cancelled_ends_cleanly_and_the_high_job_finishes() {
     assert_eq!(spans(&timeline, low_id, PARKED).len(), 1);
     assert!(engine.status().params.iter().all(|p| p.users == 0));
 }
+
+/// `wait_blocking` with a deadline: a hang fails the test instead of
+/// holding the test run.
+fn wait_within(job: JobHandle, secs: u64, what: &str) -> Vec<bellperson::groth16::Proof<Bls12>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(job.wait_blocking());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("{what}: no result within {secs} s"))
+        .unwrap()
+}
+
+/// mixed_bench's order on one engine whose budget holds one set at a time:
+/// (a) a HIGH job alone, (b) a NORMAL job on the other set with the HIGH
+/// job's set submitted again mid-way, (c) the NORMAL set's job alone again.
+/// Each needs the set the one before evicted; every job finishes.
+#[test]
+fn jobs_one_after_another_each_reload_the_set_the_one_before_evicted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (need_low, ws_low) = need_of(dir.path(), LOW_N);
+    let (need_high, _) = need_of(dir.path(), HIGH_N);
+    let engine = Arc::new(engine(need_low.max(need_high) + ws_low));
+    let high = engine
+        .submit(request(dir.path(), HIGH_N, 1, Priority::High))
+        .unwrap();
+    verify(HIGH_N, &wait_within(high, 300, "(a) the HIGH job alone"));
+    let low = engine
+        .submit(request(dir.path(), LOW_N, LOW_PARTS, Priority::Normal))
+        .unwrap();
+    first_proof(&low);
+    let high = engine
+        .submit(request(dir.path(), HIGH_N, 1, Priority::High))
+        .unwrap();
+    verify(HIGH_N, &wait_within(high, 300, "(b) the HIGH job mid-way"));
+    verify(LOW_N, &wait_within(low, 300, "(b) the NORMAL job"));
+    let again = engine
+        .submit(request(dir.path(), LOW_N, LOW_PARTS, Priority::Normal))
+        .unwrap();
+    verify(LOW_N, &wait_within(again, 300, "(c) the NORMAL job alone"));
+    let stats = engine.stats();
+    assert_eq!(stats.memory.working_set_bytes, 0, "{stats:#?}");
+    assert_eq!(stats.queued_partitions, 0);
+    assert_eq!(stats.dispatch_in_flight, 0);
+}

@@ -169,3 +169,78 @@ pub fn write_trace(out: &Path, stem: &str, trace: &Value) -> Result<PathBuf> {
     std::fs::write(&path, serde_json::to_vec(trace)?)?;
     Ok(path)
 }
+
+/// Stall diagnostics for a benchmark's wait loop: after every `DUMP_AFTER`
+/// (or `limit`, if shorter) without progress, the engine's counters and status go to stderr (what
+/// each job waits for, the budget, the devices' reservations), and after
+/// `limit` without progress the wait fails, so a benchmark that cannot go
+/// on ends with what it measured and why instead of holding its machine.
+pub struct Watchdog {
+    limit: std::time::Duration,
+    mark: u64,
+    since: Instant,
+    dumped: Instant,
+}
+
+/// Time without progress between two dumps of the engine's state.
+const DUMP_AFTER: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Watchdog {
+    pub fn new(limit: std::time::Duration) -> Watchdog {
+        let now = Instant::now();
+        Watchdog {
+            limit,
+            mark: 0,
+            since: now,
+            dumped: now,
+        }
+    }
+
+    /// `progress`: a count that grows while work gets done (partitions
+    /// proved, jobs ended). An error once it has not grown for `limit`.
+    pub fn check(&mut self, engine: &cuzk_engine::Engine, progress: u64) -> Result<()> {
+        let now = Instant::now();
+        if progress != self.mark {
+            self.mark = progress;
+            self.since = now;
+            self.dumped = now;
+            return Ok(());
+        }
+        let stalled = now.duration_since(self.since);
+        if now.duration_since(self.dumped) >= DUMP_AFTER.min(self.limit) {
+            self.dumped = now;
+            eprintln!(
+                "watchdog: no progress for {:.0} s; engine stats: {:#?}",
+                stalled.as_secs_f64(),
+                engine.stats()
+            );
+            match serde_json::to_string_pretty(&engine.status()) {
+                Ok(s) => eprintln!("watchdog: engine status: {s}"),
+                Err(e) => eprintln!("watchdog: engine status not serialized: {e}"),
+            }
+        }
+        anyhow::ensure!(
+            stalled < self.limit,
+            "no progress for {:.0} s (--stall-timeout): the engine's state is above",
+            stalled.as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Waits for `job` as `wait_blocking` does, checking for a stall.
+    pub fn wait(
+        &mut self,
+        engine: &cuzk_engine::Engine,
+        job: cuzk_engine::JobHandle,
+    ) -> Result<Vec<bellperson::groth16::Proof<cuzk_groth16_cuda::Bls12>>> {
+        let start = self.mark;
+        loop {
+            let p = job.progress();
+            if p.finished {
+                return Ok(job.wait_blocking()?);
+            }
+            self.check(engine, start + 1 + p.proved as u64)?;
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
