@@ -6,4 +6,5 @@ mod engine;
 mod gpu_engine;
 mod loader;
 mod mixed;
+mod reload_on_device;
 mod stress;
