@@ -72,33 +72,39 @@ impl<T: DeviceElem> DeviceBuffer<T> {
         // The event after each buffer's latest copy: the buffer may be
         // refilled once it has passed.
         let mut copied: [Option<GpuEvent>; 2] = [None, None];
-        for (i, piece) in src.chunks(per).enumerate() {
-            let slot = i % 2;
-            if let Some(done) = copied[slot].take() {
-                done.wait(&what(i * per))?;
+        let queued = (|| -> Result<()> {
+            for (i, piece) in src.chunks(per).enumerate() {
+                let slot = i % 2;
+                if let Some(done) = copied[slot].take() {
+                    done.wait(&what(i * per))?;
+                }
+                let bytes = size_of_val(piece);
+                // SAFETY: `DeviceElem` types are plain bytes without padding, so
+                // the piece may be read as its bytes.
+                let src_bytes =
+                    unsafe { std::slice::from_raw_parts(piece.as_ptr().cast::<u8>(), bytes) };
+                let buf = &mut bounce[slot].as_bytes_mut()[..bytes];
+                fill(buf, src_bytes);
+                let at = offset + i * per;
+                {
+                    let mut view = self.slice_mut().slice_mut(at..at + piece.len());
+                    // Orders the copy after the buffer's earlier users and
+                    // records it as the buffer's latest write when dropped.
+                    let (ptr, _record) = view.device_ptr_mut(&stream);
+                    // SAFETY: `ptr` is `piece.len()` elements of this buffer, in
+                    // this GPU's context (bound above); `buf` is page-locked and
+                    // not written again until this copy's event has passed (or
+                    // the stream is synchronized below), and it outlives both.
+                    unsafe { cu_result::memcpy_htod_async(ptr, &*buf, stream.cu_stream()) }
+                        .map_err(super::gpu::driver_error(|| what(i * per)))?;
+                }
+                copied[slot] = Some(gpu.event_on(&stream)?);
             }
-            let bytes = size_of_val(piece);
-            // SAFETY: `DeviceElem` types are plain bytes without padding, so
-            // the piece may be read as its bytes.
-            let src_bytes =
-                unsafe { std::slice::from_raw_parts(piece.as_ptr().cast::<u8>(), bytes) };
-            let buf = &mut bounce[slot].as_bytes_mut()[..bytes];
-            fill(buf, src_bytes);
-            let at = offset + i * per;
-            {
-                let mut view = self.slice_mut().slice_mut(at..at + piece.len());
-                // Orders the copy after the buffer's earlier users and
-                // records it as the buffer's latest write when dropped.
-                let (ptr, _record) = view.device_ptr_mut(&stream);
-                // SAFETY: `ptr` is `piece.len()` elements of this buffer, in
-                // this GPU's context (bound above); `buf` is page-locked and
-                // not written again until this copy's event has passed (or
-                // the stream is synchronized below), and it outlives both.
-                unsafe { cu_result::memcpy_htod_async(ptr, &*buf, stream.cu_stream()) }
-                    .map_err(super::gpu::driver_error(|| what(i * per)))?;
-            }
-            copied[slot] = Some(gpu.event_on(&stream)?);
-        }
-        gpu.synchronize_for(&what(0))
+            Ok(())
+        })();
+        // Waited for also after a failed step: no copy may still read the
+        // buffers once they go back to the caller.
+        let done = gpu.synchronize_for(&what(0));
+        queued.and(done)
     }
 }
