@@ -185,6 +185,10 @@ impl EngineBuilder {
             let provers = Arc::clone(&provers);
             scheduler.on_memory_pressure(Arc::new(move |memory: &DeviceMemory| {
                 let ordinal = memory.ordinal();
+                tracing::debug!(
+                    ordinal,
+                    "device memory pressure: freeing what no proof uses"
+                );
                 let freed = provers.release_idle_on(ordinal);
                 provers.account(ordinal, memory);
                 tracing::info!(

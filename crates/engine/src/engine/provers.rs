@@ -40,7 +40,20 @@ impl HeldOnce {
                 continue;
             }
             let memory = scheduler.device_memory(index)?;
-            match memory.reserve(bytes - have, &CancelToken::new()) {
+            let more = bytes - have;
+            let reserved = match memory.try_reserve(more) {
+                Ok(None) => {
+                    tracing::info!(
+                        ordinal = memory.ordinal(),
+                        bytes = more,
+                        "waiting for device memory to hold a kernel region's scratch across proofs"
+                    );
+                    memory.reserve(more, &CancelToken::new())
+                }
+                Ok(Some(r)) => Ok(r),
+                Err(e) => Err(e),
+            };
+            match reserved {
                 Ok(more) => parts.push(more),
                 Err(GpuSchedError::ReservationNeverFits { ordinal, .. }) => {
                     return Err(GpuSchedError::ReservationNeverFits {
