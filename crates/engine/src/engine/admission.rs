@@ -16,6 +16,7 @@ pub(super) struct AdmissionState {
     pub(super) held: bool,
     /// The holder's job (`None`: a preload or registration) and priority.
     pub(super) holder: Option<(Option<u64>, Priority)>,
+    /// By priority, then arrival ticket ([`Admission::arrive`]).
     pub(super) waiting: BTreeSet<(Reverse<Priority>, u64)>,
     pub(super) next: u64,
     /// Set while the holder waits for memory: partitions of lower jobs then
@@ -39,6 +40,8 @@ pub(super) struct Claimant {
     pub(super) job: u64,
     pub(super) shape: ShapeId,
     pub(super) params: ParamsRef,
+    /// The job's arrival ticket, taken when it was submitted.
+    pub(super) arrival: u64,
 }
 
 impl Claimant {
@@ -47,6 +50,7 @@ impl Claimant {
             job: job.id.0,
             shape: job.shape.clone(),
             params: job.params_ref.clone(),
+            arrival: job.arrival,
         }
     }
 }
@@ -56,7 +60,19 @@ impl Admission {
         self.st.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Waits for the admission slot; `None` once `stop()` holds.
+    /// A ticket of arrival: jobs of one priority are admitted in the order
+    /// of theirs, taken when each is submitted (not when its thread first
+    /// asks), so they are admitted in the order they were submitted, and a
+    /// job that yields or parks keeps its place.
+    pub(super) fn arrive(&self) -> u64 {
+        let mut st = self.lock();
+        let t = st.next;
+        st.next += 1;
+        t
+    }
+
+    /// Waits for the admission slot (in the order of the claimant's arrival
+    /// ticket, or of this call without one); `None` once `stop()` holds.
     pub(super) fn acquire<'a>(
         &'a self,
         signal: &'a Signal,
@@ -64,13 +80,11 @@ impl Admission {
         claimant: Option<Claimant>,
         stop: &dyn Fn() -> bool,
     ) -> Option<AdmissionSlot<'a>> {
-        let ticket = {
-            let mut st = self.lock();
-            let t = st.next;
-            st.next += 1;
-            st.waiting.insert((Reverse(priority), t));
-            t
+        let ticket = match &claimant {
+            Some(c) => c.arrival,
+            None => self.arrive(),
         };
+        self.lock().waiting.insert((Reverse(priority), ticket));
         loop {
             let seen = signal.current();
             // Asked before this lock is taken: `stop` takes a job's or the

@@ -165,6 +165,9 @@ pub(super) struct JobMut {
 pub(crate) struct JobState {
     pub(super) id: JobId,
     pub(super) priority: Priority,
+    /// Its place among jobs of its priority waiting for admission
+    /// ([`Admission::arrive`](super::admission::Admission::arrive)).
+    pub(super) arrival: u64,
     pub(super) shape: ShapeId,
     pub(super) params_ref: ParamsRef,
     /// The parameter file opened by the submitter, read from if the set is

@@ -448,6 +448,7 @@ impl Engine {
         let job = Arc::new(JobState {
             id: gpu.id(),
             priority,
+            arrival: self.shared.admission.arrive(),
             shape,
             params_ref: params,
             params_file,

@@ -137,7 +137,8 @@ fn window_post_is_admitted_at_once_behind_porep_by_parking_the_queued_porep_job(
         .submit(&engine, dir, Some(common::randomness(1, 2)), None)
         .unwrap();
     let ids = (porep1.id().0, porep2.id().0);
-    // The first proves, the second is admitted with its partition queued.
+    // The first proves, the second is admitted with its partition queued
+    // (jobs of one priority are admitted in the order they were submitted).
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
         let status = engine.status();
@@ -146,7 +147,11 @@ fn window_post_is_admitted_at_once_behind_porep_by_parking_the_queued_porep_job(
         if first.queued == 0 && second.phase == JobPhase::Running && second.queued == 1 {
             break;
         }
-        assert!(Instant::now() < deadline, "{status:#?}");
+        assert!(
+            Instant::now() < deadline,
+            "{status:#?}\nwaiting reasons seen: {:#?}",
+            seen.lock().unwrap()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     let post_job = input.submit(&engine, dir, None, None).unwrap();

@@ -129,3 +129,50 @@ fn witnesses_made_in_parts_stay_at_most_synthesis_ahead_ahead_of_the_worker() {
     eprintln!("synthesis_ahead 8: at most {most} partitions counted at once");
     assert!(most > 1, "only {most} at once with synthesis_ahead 8");
 }
+
+/// Jobs of one priority are admitted in the order they were submitted,
+/// whichever of their threads asks first: on a budget with room for one
+/// working set, each is admitted after the one submitted before it ends.
+#[test]
+fn jobs_of_one_priority_are_admitted_in_the_order_they_were_submitted() {
+    const SPEC: &str = "mul-chain:10";
+    let pce = cuzk_synth::Pce::record(builtin(SPEC, 0)).unwrap();
+    let ws = cuzk_engine::working_set_bytes(
+        cuzk_engine::pce_file::ShapeCounts::of(&pce),
+        &cuzk_groth16_cuda::CpuProver,
+    );
+    let engine = engine(need(SPEC) + ws / 2);
+    engine.register_params("p", params(SPEC)).unwrap();
+    const JOBS: u64 = 8;
+    let mut jobs: Vec<_> = (0..JOBS)
+        .map(|seed| {
+            engine
+                .submit(ProofRequest::new(
+                    SPEC,
+                    ParamsRef::Key("p".into()),
+                    vec![builtin(SPEC, seed)],
+                ))
+                .unwrap()
+        })
+        .collect();
+    let events: Vec<_> = jobs.iter_mut().map(|j| j.take_events().unwrap()).collect();
+    for job in jobs {
+        assert_eq!(job.wait_blocking().unwrap().len(), 1);
+    }
+    let admitted: Vec<_> = events
+        .into_iter()
+        .map(|mut events| {
+            let mut at = None;
+            while let Ok(e) = events.try_recv() {
+                if e.stage == ProgressStage::Admitted {
+                    at = Some(e.at);
+                }
+            }
+            at.expect("a job without an Admitted event")
+        })
+        .collect();
+    assert!(
+        admitted.windows(2).all(|w| w[0] < w[1]),
+        "admitted at {admitted:?} (in the order of submission)"
+    );
+}
