@@ -60,15 +60,23 @@ impl Admission {
         self.st.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A ticket of arrival: jobs of one priority are admitted in the order
-    /// of theirs, taken when each is submitted (not when its thread first
-    /// asks), so they are admitted in the order they were submitted, and a
-    /// job that yields or parks keeps its place.
-    pub(super) fn arrive(&self) -> u64 {
+    /// Takes a submitted job's arrival ticket and puts it in line at
+    /// `priority`: jobs of one priority are admitted in the order they were
+    /// submitted, whichever of their threads first asks for the slot, and a
+    /// job that yields or parks keeps its place. The job's
+    /// [`Admission::acquire`] (or [`Admission::leave`]) takes it out of
+    /// line.
+    pub(super) fn arrive(&self, priority: Priority) -> u64 {
         let mut st = self.lock();
         let t = st.next;
         st.next += 1;
+        st.waiting.insert((Reverse(priority), t));
         t
+    }
+
+    /// Takes an arrival ticket out of line (its job never asks).
+    pub(super) fn leave(&self, priority: Priority, ticket: u64) {
+        self.lock().waiting.remove(&(Reverse(priority), ticket));
     }
 
     /// Waits for the admission slot (in the order of the claimant's arrival
@@ -80,11 +88,19 @@ impl Admission {
         claimant: Option<Claimant>,
         stop: &dyn Fn() -> bool,
     ) -> Option<AdmissionSlot<'a>> {
-        let ticket = match &claimant {
-            Some(c) => c.arrival,
-            None => self.arrive(),
+        let ticket = {
+            let mut st = self.lock();
+            let ticket = match &claimant {
+                Some(c) => c.arrival,
+                None => {
+                    st.next += 1;
+                    st.next - 1
+                }
+            };
+            // In line already when the job arrived, unless it yielded.
+            st.waiting.insert((Reverse(priority), ticket));
+            ticket
         };
-        self.lock().waiting.insert((Reverse(priority), ticket));
         loop {
             let seen = signal.current();
             // Asked before this lock is taken: `stop` takes a job's or the

@@ -448,7 +448,7 @@ impl Engine {
         let job = Arc::new(JobState {
             id: gpu.id(),
             priority,
-            arrival: self.shared.admission.arrive(),
+            arrival: self.shared.admission.arrive(priority),
             shape,
             params_ref: params,
             params_file,
@@ -486,9 +486,12 @@ impl Engine {
         let driver = thread::Builder::new()
             .name(format!("cuzk-job-{}", job.id.0))
             .spawn(move || drive(&shared, &driven, witnesses, record))
-            .map_err(|source| EngineError::Spawn {
-                what: "job",
-                source,
+            .map_err(|source| {
+                self.shared.admission.leave(priority, job.arrival);
+                EngineError::Spawn {
+                    what: "job",
+                    source,
+                }
             })?;
         st.drivers.retain(|d| !d.is_finished());
         st.drivers.push(driver);
