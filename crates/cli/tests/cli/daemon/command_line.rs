@@ -2,20 +2,7 @@
 //! `params evict`, `bench` (through the daemon and in process), `devices`
 //! and `prove --timeline --json`.
 
-use std::process::Command;
-
-use super::{TestDaemon, cuzk, params_file};
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+use super::{TestDaemon, cuzk, params_file, run_ok};
 
 /// The command line around the daemon: `status`, `timeline`, `params`,
 /// `bench` (both ways), `devices`, `prove --timeline --json`.

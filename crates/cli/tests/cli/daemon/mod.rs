@@ -220,3 +220,15 @@ pub(super) async fn wait_status(
 pub(super) fn cuzk() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cuzk"))
 }
+
+/// Runs `cmd`, asserting it succeeds; its stdout.
+pub(super) fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}

@@ -3,23 +3,11 @@
 //! in its text and `--json` forms, and goes once the job is admitted.
 
 use std::path::Path;
-use std::process::Command;
 
 use cuzk_engine::pce_file::ShapeCounts;
 use cuzk_groth16_cuda::CpuProver;
 
 use super::*;
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 /// `cuzk status` and `cuzk status --json` against `sock`, run as processes.
 async fn cli_status(sock: &Path) -> (String, serde_json::Value) {
