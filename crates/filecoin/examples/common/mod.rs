@@ -16,6 +16,8 @@ use cuzk_filecoin::{BlankPce, PostProof, synthetic};
 use cuzk_synth::Pce;
 use serde_json::Value;
 
+pub mod stacks;
+
 /// Logs to stderr, filtered by `RUST_LOG`, else by `default` (e.g. "info").
 pub fn init_tracing(default: &str) {
     tracing_subscriber::fmt()
@@ -171,7 +173,8 @@ pub fn write_trace(out: &Path, stem: &str, trace: &Value) -> Result<PathBuf> {
 }
 
 /// Stall diagnostics for a benchmark's wait loop: after every `DUMP_AFTER`
-/// (or `limit`, if shorter) without progress, the engine's counters and status go to stderr (what
+/// (or `limit`, if shorter) without progress, every thread's stack
+/// ([`stacks`]) and the engine's counters and status go to stderr (what
 /// each job waits for, the budget, the devices' reservations), and after
 /// `limit` without progress the wait fails, so a benchmark that cannot go
 /// on ends with what it measured and why instead of holding its machine.
@@ -210,14 +213,32 @@ impl Watchdog {
         if now.duration_since(self.dumped) >= DUMP_AFTER.min(self.limit) {
             self.dumped = now;
             eprintln!(
-                "watchdog: no progress for {:.0} s; engine stats: {:#?}",
-                stalled.as_secs_f64(),
-                engine.stats()
+                "watchdog: no progress for {:.0} s; every thread's stack, then the engine's state",
+                stalled.as_secs_f64()
             );
-            match serde_json::to_string_pretty(&engine.status()) {
-                Ok(s) => eprintln!("watchdog: engine status: {s}"),
-                Err(e) => eprintln!("watchdog: engine status not serialized: {e}"),
-            }
+            // The stacks first: they need no lock of the engine's, which a
+            // stuck thread may hold (the state is then asked for with a
+            // time limit).
+            stacks::dump();
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::scope(|scope| {
+                scope.spawn(move || {
+                    let stats = format!("{:#?}", engine.stats());
+                    let status = serde_json::to_string_pretty(&engine.status())
+                        .unwrap_or_else(|e| format!("not serialized: {e}"));
+                    let _ = tx.send((stats, status));
+                });
+                match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+                    Ok((stats, status)) => {
+                        eprintln!("watchdog: engine stats: {stats}");
+                        eprintln!("watchdog: engine status: {status}");
+                    }
+                    Err(_) => eprintln!(
+                        "watchdog: the engine's stats and status did not come within 10 s \
+                         (a lock is held: see the stacks above); waiting for them"
+                    ),
+                }
+            });
         }
         anyhow::ensure!(
             stalled < self.limit,
