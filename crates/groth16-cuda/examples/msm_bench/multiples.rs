@@ -55,7 +55,23 @@ pub(crate) fn window_multiples<A: BenchCurve>(
         .collect::<Result<_>>()?;
     for c in windows {
         let start = Instant::now();
-        let bases = DeviceBases::upload(gpu, host)?.with_window_multiples(c)?;
+        // All the bases with their multiples, or (where those do not fit
+        // the device, e.g. 2^26 G1 bases at c = 20 on an 80 GB card) the
+        // first 2^24 for the sizes up to that.
+        let (bases, fits) =
+            match DeviceBases::upload(gpu, host).and_then(|b| b.with_window_multiples(c)) {
+                Ok(b) => (b, max_log),
+                Err(e) if max_log > 24 && host.len() >= 1 << 24 => {
+                    log(format!(
+                        "{} window multiples c = {c} of 2^{max_log} bases: skipped ({e}); \
+                     2^24 bases instead",
+                        A::NAME
+                    ));
+                    let b = DeviceBases::upload(gpu, &host[..1 << 24])?.with_window_multiples(c)?;
+                    (b, 24)
+                }
+                Err(e) => return Err(e.into()),
+            };
         let made = start.elapsed().as_secs_f64();
         let bytes = bases.device_bytes();
         log(format!(
@@ -63,7 +79,7 @@ pub(crate) fn window_multiples<A: BenchCurve>(
             A::NAME,
             bytes as f64 / 1e9
         ));
-        for (lg, d) in &inputs {
+        for (lg, d) in inputs.iter().filter(|(lg, _)| *lg <= fits) {
             let n = 1usize << lg;
             let m = GpuMsm::with_config(Arc::clone(gpu), config);
             let runs = if *lg >= 25 { 3 } else { 5 };
@@ -81,7 +97,7 @@ pub(crate) fn window_multiples<A: BenchCurve>(
             };
             let mut notes = format!(
                 "bases with window multiples of {c} bits ({:.1} GB on the device, {made:.2} s to \
-                 upload and make for 2^{max_log} bases); {check}",
+                 upload and make for 2^{fits} bases); {check}",
                 bytes as f64 / 1e9
             );
             if *lg == 24 {
