@@ -2,26 +2,8 @@
 //! sees for bad input (each its own message, a non-zero exit, no panic and
 //! no partial output file).
 
+use crate::common::{cuzk_ok as ok, cuzk_output as cuzk};
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn cuzk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(args)
-        .output()
-        .expect("run cuzk")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = cuzk(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cuzk {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 /// What `cuzk` prints about the backend it proved on when left to choose:
 /// the GPU's where the machine has one (and must, with CUZK_REQUIRE_GPU=1).

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -193,4 +194,31 @@ pub fn idle(s: &cuzk_cli::proto::StatusReply) -> bool {
         && s.queues
             .iter()
             .all(|q| q.waiting_jobs == 0 && q.admitted_jobs == 0 && q.queued_partitions == 0)
+}
+
+/// The `cuzk` binary, as a command to run.
+pub fn cuzk_command() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cuzk"))
+}
+
+/// Runs `cmd`, asserting it succeeds; its stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `cuzk ARGS`, run to its end.
+pub fn cuzk_output(args: &[&str]) -> Output {
+    cuzk_command().args(args).output().expect("run cuzk")
+}
+
+/// `cuzk ARGS`, asserting it succeeds; its stdout.
+pub fn cuzk_ok(args: &[&str]) -> String {
+    run_ok(cuzk_command().args(args))
 }

@@ -2,28 +2,10 @@
 //! setup` (bellperson) writes for the same `--seed`, and proofs made with it
 //! verify; without one, a clear error, a non-zero exit and no file.
 
+use crate::common::{cuzk_ok as ok, cuzk_output as cuzk};
 use std::path::Path;
-use std::process::{Command, Output};
 
 use cuzk_gpu_sched::testing::gpu_or_skip;
-
-fn cuzk(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cuzk"))
-        .args(args)
-        .output()
-        .expect("run cuzk")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = cuzk(args);
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "cuzk {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -21,7 +21,6 @@ mod status_waiting;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -217,18 +216,4 @@ pub(super) async fn wait_status(
     }
 }
 
-pub(super) fn cuzk() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cuzk"))
-}
-
-/// Runs `cmd`, asserting it succeeds; its stdout.
-pub(super) fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
+pub(super) use crate::common::{cuzk_command as cuzk, run_ok};
