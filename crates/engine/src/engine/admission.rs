@@ -60,8 +60,8 @@ impl Admission {
         self.st.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes a submitted job's arrival ticket and puts it in line at
-    /// `priority`: jobs of one priority are admitted in the order they were
+    /// Takes an arrival ticket and puts it in line at `priority` (a job's
+    /// when it is submitted, a preload's when it asks): jobs of one priority are admitted in the order they were
     /// submitted, whichever of their threads first asks for the slot, and a
     /// job that yields or parks keeps its place. The job's
     /// [`Admission::acquire`] (or [`Admission::leave`]) takes it out of
@@ -88,18 +88,13 @@ impl Admission {
         claimant: Option<Claimant>,
         stop: &dyn Fn() -> bool,
     ) -> Option<AdmissionSlot<'a>> {
-        let ticket = {
-            let mut st = self.lock();
-            let ticket = match &claimant {
-                Some(c) => c.arrival,
-                None => {
-                    st.next += 1;
-                    st.next - 1
-                }
-            };
-            // In line already when the job arrived, unless it yielded.
-            st.waiting.insert((Reverse(priority), ticket));
-            ticket
+        let ticket = match &claimant {
+            Some(c) => {
+                // In line already since it arrived, unless it yielded.
+                self.lock().waiting.insert((Reverse(priority), c.arrival));
+                c.arrival
+            }
+            None => self.arrive(priority),
         };
         loop {
             let seen = signal.current();

@@ -41,18 +41,14 @@ impl HeldOnce {
             }
             let memory = scheduler.device_memory(index)?;
             let more = bytes - have;
-            let reserved = match memory.try_reserve(more) {
-                Ok(None) => {
-                    tracing::info!(
-                        ordinal = memory.ordinal(),
-                        bytes = more,
-                        "waiting for device memory to hold a kernel region's scratch across proofs"
-                    );
-                    memory.reserve(more, &CancelToken::new())
-                }
-                Ok(Some(r)) => Ok(r),
-                Err(e) => Err(e),
-            };
+            let reserved = memory.try_reserve(more).transpose().unwrap_or_else(|| {
+                tracing::info!(
+                    ordinal = memory.ordinal(),
+                    bytes = more,
+                    "waiting for device memory to hold a kernel region's scratch across proofs"
+                );
+                memory.reserve(more, &CancelToken::new())
+            });
             match reserved {
                 Ok(more) => parts.push(more),
                 Err(GpuSchedError::ReservationNeverFits { ordinal, .. }) => {
