@@ -251,6 +251,13 @@ pub struct EngineConfig {
     /// a few threads while the other crosses the link, instead of from
     /// pageable memory at a fraction of the link's speed; false: pageable.
     pub gpu_pinned_uploads: bool,
+    /// Keep a, b and c evaluated on the CPU (partitions staged in host
+    /// memory) in page-locked buffers of the engine's pool, copied in the
+    /// kernel region at the link's full speed; false: in ordinary memory,
+    /// copied through the bounce buffers of `gpu_pinned_uploads`, so no
+    /// a/b/c buffer is ever page-locked (seconds each, stalling the
+    /// driver, on a freshly started engine's first proofs).
+    pub gpu_pin_abc: bool,
     /// Give each worker its own CUDA stream, so one worker's uploads and
     /// a/b/c kernels run beside the other's kernel region; false: both
     /// workers of a GPU on one shared stream (for comparison).
@@ -290,6 +297,7 @@ impl Default for EngineConfig {
             gpu_params: GpuParams::Auto,
             gpu_pin_streamed: true,
             gpu_pinned_uploads: true,
+            gpu_pin_abc: true,
             gpu_stream_per_worker: true,
             gpu_abc: true,
             gpu_staging: GpuStaging::Auto,

@@ -133,7 +133,8 @@ impl EngineBuilder {
                 source,
             })?;
         }
-        let pool = if gpu_mode {
+        // a/b/c evaluated on the CPU live in this pool's buffers.
+        let pool = if gpu_mode && config.gpu_pin_abc {
             Pool::pinned_or_fallback(first.ordinal, PoolConfig::unbounded())
                 .map_err(EngineError::PinnedPool)?
         } else {

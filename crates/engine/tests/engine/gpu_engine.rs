@@ -24,24 +24,27 @@ fn gpu_backend_jobs_are_byte_identical_to_bellperson() {
     let Some(_) = gpu_or_skip("gpu_backend_jobs_are_byte_identical_to_bellperson") else {
         return;
     };
-    for (gpu_abc, staging) in [
-        (true, GpuStaging::Auto),
-        (false, GpuStaging::Auto),
+    for (gpu_abc, staging, pin_abc) in [
+        (true, GpuStaging::Auto, true),
+        (false, GpuStaging::Auto, true),
         // Staged in host memory: a/b/c on the CPU even with gpu_abc, the
-        // uploads and H's two device vectors in the kernel region.
-        (true, GpuStaging::Host),
+        // uploads and H's two device vectors in the kernel region; a/b/c
+        // in page-locked buffers and in ordinary ones.
+        (true, GpuStaging::Host, true),
+        (true, GpuStaging::Host, false),
     ] {
-        gpu_backend_job(gpu_abc, staging);
+        gpu_backend_job(gpu_abc, staging, pin_abc);
     }
 }
 
-fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging) {
+fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging, pin_abc: bool) {
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::new(EngineConfig {
         backend: Backend::Gpu,
         workers_per_device: Auto::Value(2),
         gpu_abc,
         gpu_staging: staging,
+        gpu_pin_abc: pin_abc,
         ..EngineConfig::default()
     })
     .unwrap();
@@ -51,7 +54,8 @@ fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging) {
         let seeds = [3u64, 1, 4, 1, 5, 9];
         prove_and_check(&engine, dir.path(), spec, &seeds, &mut rng);
         eprintln!(
-            "{spec}: {} GPU partitions byte-identical (gpu_abc {gpu_abc}, staged {staging:?})",
+            "{spec}: {} GPU partitions byte-identical (gpu_abc {gpu_abc}, staged {staging:?}, \
+             gpu_pin_abc {pin_abc})",
             seeds.len(),
         );
     }

@@ -13,8 +13,40 @@ use std::mem::size_of;
 use cudarc::driver::{DevicePtrMut, result as cu_result};
 use cuzk_pinned_pool::Lease;
 
-use super::{DeviceBuffer, DeviceElem, GpuEvent};
+use super::{DeviceBuffer, DeviceElem, Gpu, GpuEvent};
 use crate::{Groth16Error, Result};
+
+/// Whether the driver knows `host` (its first and last bytes) as
+/// page-locked host memory, so a copy from it runs asynchronously at the
+/// link's speed: buffers of a pinned pool or registered with the driver.
+/// Ordinary memory, an empty slice, or any failure of the query: `false`
+/// (the caller then bounces the copy, which is correct for any memory).
+pub fn is_page_locked<T>(gpu: &Gpu, host: &[T]) -> bool {
+    if host.is_empty()
+        || gpu
+            .bind("asking whether host memory is page-locked")
+            .is_err()
+    {
+        return false;
+    }
+    let first = host.as_ptr() as usize;
+    let last = first + size_of_val(host) - 1;
+    [first, last].iter().all(|&address| {
+        let mut kind: std::ffi::c_uint = 0;
+        // SAFETY: the query reads nothing at `address`; it writes one
+        // `unsigned int` (CUmemorytype) into `kind`, which outlives it. The
+        // GPU's context is bound to this thread above.
+        let result = unsafe {
+            cudarc::driver::sys::cuPointerGetAttribute(
+                (&raw mut kind).cast(),
+                cudarc::driver::sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                address as cudarc::driver::sys::CUdeviceptr,
+            )
+        };
+        result == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            && kind == cudarc::driver::sys::CUmemorytype::CU_MEMORYTYPE_HOST as std::ffi::c_uint
+    })
+}
 
 impl<T: DeviceElem> DeviceBuffer<T> {
     /// Overwrites elements `offset..offset + src.len()` with `src`, as
@@ -31,6 +63,32 @@ impl<T: DeviceElem> DeviceBuffer<T> {
     /// synchronous and gain nothing.
     pub fn copy_from_host_through(
         &mut self,
+        offset: usize,
+        src: &[T],
+        bounce: &mut [Lease; 2],
+        fill: impl Fn(&mut [u8], &[u8]),
+    ) -> Result<()> {
+        let gpu = std::sync::Arc::clone(self.gpu());
+        gpu.bind(&format!(
+            "copying {} x {} to GPU {} through page-locked buffers",
+            src.len(),
+            super::buffer::short_type_name::<T>(),
+            gpu.ordinal()
+        ))?;
+        let stream = std::sync::Arc::clone(gpu.stream());
+        self.copy_from_host_through_on(&stream, offset, src, bounce, fill)
+    }
+
+    /// [`copy_from_host_through`](Self::copy_from_host_through) with the
+    /// pieces' copies queued on `stream` (a stream of this buffer's GPU,
+    /// e.g. a copy stream beside the one its kernels run on; the caller has
+    /// bound the GPU's context to the thread). The copies are ordered
+    /// after the buffer's earlier users on other streams and recorded as
+    /// its latest writes, as any copy of this layer; it returns once they
+    /// are complete, without waiting for anything else queued on `stream`.
+    pub fn copy_from_host_through_on(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
         offset: usize,
         src: &[T],
         bounce: &mut [Lease; 2],
@@ -67,8 +125,6 @@ impl<T: DeviceElem> DeviceBuffer<T> {
                 offset + at
             )
         };
-        gpu.bind(&what(0))?;
-        let stream = std::sync::Arc::clone(gpu.stream());
         // The event after each buffer's latest copy: the buffer may be
         // refilled once it has passed.
         let mut copied: [Option<GpuEvent>; 2] = [None, None];
@@ -90,21 +146,28 @@ impl<T: DeviceElem> DeviceBuffer<T> {
                     let mut view = self.slice_mut().slice_mut(at..at + piece.len());
                     // Orders the copy after the buffer's earlier users and
                     // records it as the buffer's latest write when dropped.
-                    let (ptr, _record) = view.device_ptr_mut(&stream);
+                    let (ptr, _record) = view.device_ptr_mut(stream);
                     // SAFETY: `ptr` is `piece.len()` elements of this buffer, in
-                    // this GPU's context (bound above); `buf` is page-locked and
-                    // not written again until this copy's event has passed (or
-                    // the stream is synchronized below), and it outlives both.
+                    // this GPU's context (bound by the caller); `buf` is
+                    // page-locked and not written again until this copy's event
+                    // has passed (waited for below in any case), and it
+                    // outlives both.
                     unsafe { cu_result::memcpy_htod_async(ptr, &*buf, stream.cu_stream()) }
                         .map_err(super::gpu::driver_error(|| what(i * per)))?;
                 }
-                copied[slot] = Some(gpu.event_on(&stream)?);
+                copied[slot] = Some(gpu.event_on(stream)?);
             }
             Ok(())
         })();
         // Waited for also after a failed step: no copy may still read the
-        // buffers once they go back to the caller.
-        let done = gpu.synchronize_for(&what(0));
+        // buffers once they go back to the caller. Each slot's event follows
+        // its earlier copies on the same stream.
+        let mut done = Ok(());
+        for event in copied.iter().flatten() {
+            if let Err(e) = event.wait(&what(0)) {
+                done = done.and(Err(e));
+            }
+        }
         queued.and(done)
     }
 }

@@ -57,6 +57,7 @@ mod gpu;
 mod launch;
 pub mod modules;
 
+pub use bounce::is_page_locked;
 pub use buffer::{DeviceBuffer, DeviceElem, DeviceRange};
 pub use cudarc::driver::{DeviceRepr, LaunchConfig};
 pub use gpu::{Gpu, GpuEvent, LAUNCH_BLOCKING_ENV, OwnStream, limited_mem_info};

@@ -230,8 +230,14 @@ impl GpuProver {
             GpuStaged::Host { abc } => {
                 let (ha, hb, hc) = abc_slices(&input.abc, abc.as_ref())?;
                 let copy = self.copy_stream()?;
+                // Page-locked a/b/c cross the link under the transforms;
+                // pageable ones through bounce buffers.
+                let upload = |stream: &_, dst: &mut _, src: &[Scalar]| {
+                    self.upload_padded_on(stream, dst, src)
+                };
                 let h = timings.time("h (ntt, a/b/c from host)", || {
-                    self.ntt.compute_h_two_buffers(ha, hb, hc, log2, &copy)
+                    self.ntt
+                        .compute_h_two_buffers_with(ha, hb, hc, log2, &copy, &upload)
                 })?;
                 (h, None)
             }

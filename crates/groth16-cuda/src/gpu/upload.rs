@@ -1,4 +1,5 @@
-//! A partition's uploads (its witness; a, b, c when staged on the device)
+//! A partition's uploads (its witness; a, b, c staged on the device, or
+//! from the host in the kernel region)
 //! through page-locked bounce buffers ([`GpuOptions::bounce_bytes`]), and
 //! the prover's pinned host pool they and streamed parameter sets use.
 //!
@@ -77,6 +78,27 @@ impl GpuProver {
             Some(mut bounce) => dst.copy_from_host_through(offset, src, &mut bounce, parallel_fill),
             None => dst.copy_from_host_at(offset, src),
         }
+    }
+
+    /// `dst = src` then zeros, queued on `stream` (the kernel region's
+    /// [`HostUpload`](crate::ntt::HostUpload) of a, b and c staged on the
+    /// host): a plain asynchronous copy from page-locked memory; from
+    /// pageable memory through bounce buffers where
+    /// [`GpuOptions::bounce_bytes`](super::GpuOptions::bounce_bytes) asks
+    /// for them and they can be had (waiting for the copy), else a
+    /// pageable copy.
+    pub(super) fn upload_padded_on(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        dst: &mut DeviceBuffer<Scalar>,
+        src: &[Scalar],
+    ) -> Result<()> {
+        if !crate::cuda::is_page_locked(&self.gpu, src)
+            && let Some(mut bounce) = self.bounce_buffers(size_of_val(src))
+        {
+            return crate::ntt::upload_padded_through(stream, dst, src, &mut bounce, parallel_fill);
+        }
+        crate::ntt::upload_padded_on(stream, dst, src)
     }
 
     /// A new device vector of `len` elements: `src` then zeros.

@@ -10,6 +10,8 @@ use blstrs::Scalar;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, result as cu_result};
 
 use super::cuda_error;
+use cuzk_pinned_pool::Lease;
+
 use crate::{Groth16Error, Result, cuda::DeviceBuffer};
 
 /// Copies `src` into `dst` (same length) on the GPU's stream, asynchronously:
@@ -78,4 +80,35 @@ pub(super) fn upload_padded(
             .map_err(cuda_error("zero-padding an NTT input"))?;
     }
     Ok(())
+}
+
+/// [`upload_padded`] through two page-locked bounce buffers
+/// ([`DeviceBuffer::copy_from_host_through_on`], `fill` copying each
+/// piece into one) for a pageable `src`: the zeros are queued on `stream`
+/// first, then the pieces; returns once the pieces are on the device.
+pub fn upload_padded_through(
+    stream: &Arc<CudaStream>,
+    dst: &mut DeviceBuffer<Scalar>,
+    src: &[Scalar],
+    bounce: &mut [Lease; 2],
+    fill: impl Fn(&mut [u8], &[u8]),
+) -> Result<()> {
+    let len = dst.len();
+    if src.len() > len {
+        return Err(Groth16Error::CopyLength {
+            what: "into an NTT buffer",
+            device: len,
+            host: src.len(),
+        });
+    }
+    let tail = (len - src.len()) * size_of::<Scalar>();
+    if tail > 0 {
+        let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
+        let start = ptr + size_of_val(src) as u64;
+        // SAFETY: [start, start + tail) is the end of `dst`'s allocation, in
+        // the GPU's context (the caller bound it).
+        unsafe { cu_result::memset_d8_async(start, 0, tail, stream.cu_stream()) }
+            .map_err(cuda_error("zero-padding an NTT input"))?;
+    }
+    dst.copy_from_host_through_on(stream, 0, src, bounce, fill)
 }

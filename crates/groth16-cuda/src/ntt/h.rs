@@ -26,6 +26,26 @@ pub enum Upload {
     Serial,
 }
 
+/// How [`GpuNtt::compute_h_two_buffers_with`] puts a host vector at the
+/// start of a device vector and zeroes the rest, queued on the given
+/// stream: [`upload_padded_on`] (a plain asynchronous copy) or the
+/// caller's own (e.g. through page-locked bounce buffers when the host
+/// vector is pageable). It may return before the copy is done only if the
+/// host vector is page-locked.
+pub type HostUpload<'u> =
+    dyn Fn(&Arc<CudaStream>, &mut DeviceBuffer<Scalar>, &[Scalar]) -> Result<()> + 'u;
+
+/// `dst = src` then zeros, queued on `stream` as one asynchronous copy
+/// (synchronous from pageable memory, where the driver stages it) and a
+/// memset: the default [`HostUpload`].
+pub fn upload_padded_on(
+    stream: &Arc<CudaStream>,
+    dst: &mut DeviceBuffer<Scalar>,
+    src: &[Scalar],
+) -> Result<()> {
+    upload_padded(stream, dst, src)
+}
+
 /// Device buffers for [`GpuNtt::compute_h_from_host`]: three vectors of
 /// 2^log2 elements, allocated once and reused. Scratch between calls: h
 /// ends in `a`, or in `b` with [`NttConfig::fused_bitrev`], and is copied
@@ -103,6 +123,20 @@ impl GpuNtt {
         log2: u32,
         copy: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer<Scalar>> {
+        self.compute_h_two_buffers_with(a, b, c, log2, copy, &upload_padded_on)
+    }
+
+    /// [`GpuNtt::compute_h_two_buffers`] with the host vectors put on the
+    /// device by `upload` (a on the GPU's stream, b and c on `copy`).
+    pub fn compute_h_two_buffers_with(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        log2: u32,
+        copy: &Arc<CudaStream>,
+        upload: &HostUpload<'_>,
+    ) -> Result<DeviceBuffer<Scalar>> {
         if log2 > MAX_LOG2 {
             return Err(Groth16Error::NttSize {
                 detail: format!("h over 2^{log2}; the NTT takes up to 2^{MAX_LOG2}"),
@@ -125,7 +159,8 @@ impl GpuNtt {
         let main = Arc::clone(self.gpu.stream());
         let mut x = self.gpu.alloc_zeros::<Scalar>(m)?;
         let mut y = self.gpu.alloc_zeros::<Scalar>(m)?;
-        let result = self.h_two_buffers_queued([a, b, c], log2, &main, copy, &mut x, &mut y);
+        let result =
+            self.h_two_buffers_queued([a, b, c], log2, [&main, copy], upload, &mut x, &mut y);
         // The host slices may be released once this returns.
         let waited = copy
             .synchronize()
@@ -139,8 +174,8 @@ impl GpuNtt {
         &self,
         [a, b, c]: [&[Scalar]; 3],
         log2: u32,
-        main: &Arc<CudaStream>,
-        copy: &Arc<CudaStream>,
+        [main, copy]: [&Arc<CudaStream>; 2],
+        upload: &HostUpload<'_>,
         x: &mut DeviceBuffer<Scalar>,
         y: &mut DeviceBuffer<Scalar>,
     ) -> Result<()> {
@@ -152,7 +187,7 @@ impl GpuNtt {
                 "ordering the copy stream after the GPU's stream",
             ))?;
         }
-        upload_padded(main, x, a)?;
+        upload(main, x, a)?;
         if log2 == 0 {
             return Ok(());
         }
@@ -161,10 +196,10 @@ impl GpuNtt {
         self.run(&domain, &coset, x, None, None)?;
         // cudarc orders the launches reading y after its upload on `copy`,
         // and the next upload into y after those reads.
-        upload_padded(copy, y, b)?;
+        upload(copy, y, b)?;
         self.run(&domain, &coset, y, None, None)?;
         self.pointwise(x, y, Pointwise::Mul)?;
-        upload_padded(copy, y, c)?;
+        upload(copy, y, c)?;
         self.run(&domain, &coset, y, None, None)?;
         self.pointwise(x, y, Pointwise::Sub)?;
         self.run(

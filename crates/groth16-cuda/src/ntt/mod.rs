@@ -41,8 +41,8 @@ use crate::{
     cuda::{DeviceBuffer, Gpu},
 };
 pub use config::{NttConfig, PassKernel, Stages, TableLayout};
-pub use copy::copy_device;
-pub use h::{HBuffers, Upload};
+pub use copy::{copy_device, upload_padded_through};
+pub use h::{HBuffers, HostUpload, Upload, upload_padded_on};
 pub use kernels::Pointwise;
 use plan::{DomainPlan, Launch, MAX_LOG2, Op, TableSpec};
 

@@ -18,7 +18,7 @@ use cuzk_groth16_cuda::{
     Groth16Error,
     cpu::compute_h,
     cuda::Gpu,
-    ntt::{GpuNtt, NttConfig, PassKernel, TableLayout, Upload},
+    ntt::{GpuNtt, NttConfig, PassKernel, TableLayout, Upload, upload_padded_through},
 };
 use cuzk_pinned_pool::{Pool, PoolConfig, Request};
 use ec_gpu_gen::threadpool::Worker;
@@ -87,6 +87,31 @@ fn check_h(ntt: &GpuNtt, what: &str, a: &[Scalar], b: &[Scalar], c: &[Scalar]) {
     if let Some(i) = first_difference(&got, &want) {
         panic!(
             "{what}: two buffers: h[{i}] differs: got {:?}, want {:?}",
+            got[i], want[i]
+        );
+    }
+    // The same from pageable vectors through two page-locked bounce
+    // buffers of about an eighth of a vector each (a on the GPU's stream,
+    // b and c on the copy stream), as the prover uploads pageable a/b/c.
+    let pool = Pool::pinned(0, PoolConfig::unbounded()).unwrap();
+    let piece = (size_of_val(a) / 8).max(size_of::<Scalar>());
+    let upload = |stream: &Arc<cudarc::driver::CudaStream>,
+                  dst: &mut cuzk_groth16_cuda::cuda::DeviceBuffer<Scalar>,
+                  src: &[Scalar]| {
+        let mut bounce = [
+            pool.lease(Request::bytes(piece)).unwrap(),
+            pool.lease(Request::bytes(piece)).unwrap(),
+        ];
+        upload_padded_through(stream, dst, src, &mut bounce, |d, s| d.copy_from_slice(s))
+    };
+    let h = ntt
+        .compute_h_two_buffers_with(a, b, c, log2, &copy, &upload)
+        .unwrap();
+    let mut got = h.download().unwrap();
+    got.truncate(want.len());
+    if let Some(i) = first_difference(&got, &want) {
+        panic!(
+            "{what}: two buffers through bounce buffers: h[{i}] differs: got {:?}, want {:?}",
             got[i], want[i]
         );
     }
