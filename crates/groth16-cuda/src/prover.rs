@@ -112,26 +112,50 @@ pub struct ProofOutput {
 /// (a/b/c the backend evaluated itself, buffers already uploaded). Opaque to
 /// callers; a backend downcasts its own type.
 #[derive(Default)]
-pub struct Staged(Option<Box<dyn Any + Send>>);
+pub struct Staged {
+    state: Option<Box<dyn Any + Send>>,
+    holds_witness: bool,
+}
 
 impl Staged {
     /// Wraps a backend's staged state.
     pub fn new<T: Any + Send>(state: T) -> Self {
-        Staged(Some(Box::new(state)))
+        Staged {
+            state: Some(Box::new(state)),
+            holds_witness: false,
+        }
+    }
+
+    /// Wraps a backend's staged state that holds its own copy of the
+    /// witness (uploaded to the device): its
+    /// [`kernel_region`](Prover::kernel_region) reads nothing of
+    /// `input.witness`, so the caller may free the witness (gigabytes for a
+    /// large partition) and pass an empty one.
+    pub fn holding_witness<T: Any + Send>(state: T) -> Self {
+        Staged {
+            state: Some(Box::new(state)),
+            holds_witness: true,
+        }
+    }
+
+    /// Whether the kernel region does without `input.witness`
+    /// ([`Staged::holding_witness`]).
+    pub fn holds_witness(&self) -> bool {
+        self.holds_witness
     }
 
     /// The state, if it is a `T`.
     pub fn take<T: Any>(self) -> Option<T> {
-        self.0.and_then(|b| b.downcast::<T>().ok()).map(|b| *b)
+        self.state.and_then(|b| b.downcast::<T>().ok()).map(|b| *b)
     }
 }
 
 impl fmt::Debug for Staged {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Staged(..)"
-        } else {
-            "Staged(none)"
+        f.write_str(match (&self.state, self.holds_witness) {
+            (Some(_), false) => "Staged(..)",
+            (Some(_), true) => "Staged(.., holds the witness)",
+            (None, _) => "Staged(none)",
         })
     }
 }

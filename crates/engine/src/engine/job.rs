@@ -521,6 +521,13 @@ impl PartitionWork {
                 // the partition failed after the upload).
                 work.provers.account(ctx.ordinal(), ctx.device_memory());
                 let staged = staged.map_err(|e| work.fail("prepare", e))?;
+                if staged.holds_witness() {
+                    // On the device now: the host copy (4.2 GB for a 32 GiB
+                    // PoRep partition) is freed before the kernel region
+                    // rather than after it. Its working-set charge stays
+                    // until the epilogue.
+                    drop(std::mem::take(&mut work.witness));
+                }
                 let (j, p, lane, w) = work.at(ctx);
                 work.timeline
                     .record_since(j, p, lane, w, crate::timeline::PREP, start);

@@ -130,7 +130,7 @@ impl GpuProver {
             let path = pce.names.as_ref().and_then(|n| n.get(index).cloned());
             return Err(cuzk_synth::SynthError::Unsatisfied { index, path }.into());
         }
-        Ok(Staged::new(GpuStaged::Device { a, b, c, w }))
+        Ok(Staged::holding_witness(GpuStaged::Device { a, b, c, w }))
     }
 
     /// [`Prover::prepare`]: checks, a/b/c on the GPU or the CPU, and the
@@ -179,7 +179,7 @@ impl GpuProver {
         })?;
         clock.mark(g, "h2d")?;
         clock.finish(timings)?;
-        Ok(Staged::new(staged))
+        Ok(Staged::holding_witness(staged))
     }
 
     /// [`Prover::kernel_region`]: H by NTTs, then the five MSMs against

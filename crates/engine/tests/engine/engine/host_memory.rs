@@ -1,5 +1,6 @@
 //! Host memory: the a/b/c buffers a finished job left idle serve the next
-//! job, and a working set with a/b/c on the device holds no a/b/c buffers.
+//! job, a working set with a/b/c on the device holds no a/b/c buffers, and
+//! the host witness is freed once the backend holds its own copy.
 
 use crate::common::*;
 use cuzk_engine::{ParamsRef, ProofRequest};
@@ -60,4 +61,106 @@ fn a_working_set_with_abc_on_the_device_has_no_abc_buffers() {
     let abc = 3 * cuzk_pinned_pool::size_class(3_000 * 32).unwrap() as u64;
     assert_eq!(host - device, abc);
     assert!(device >= 1_005 * 32, "the witness is in it");
+}
+
+/// The CPU prover as a GPU backend with a/b/c on its device behaves: its
+/// staged state keeps its own copy of the witness (as the device copy is),
+/// and its kernel region records the witness it was given.
+#[derive(Debug, Default)]
+struct KeepsWitness {
+    inner: cuzk_groth16_cuda::CpuProver,
+    given: std::sync::Mutex<Vec<usize>>,
+}
+
+impl cuzk_groth16_cuda::Prover for KeepsWitness {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device_bytes(&self, _pce: &cuzk_synth::Pce) -> u64 {
+        0
+    }
+
+    fn prepare(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::Staged> {
+        let staged = self.inner.prepare(input, params, timings)?;
+        Ok(cuzk_groth16_cuda::Staged::holding_witness((
+            staged,
+            input.witness.clone(),
+        )))
+    }
+
+    fn kernel_region(
+        &self,
+        input: cuzk_groth16_cuda::ProverInput<'_>,
+        params: &bellperson::groth16::Parameters<cuzk_groth16_cuda::Bls12>,
+        staged: cuzk_groth16_cuda::Staged,
+        timings: &mut cuzk_groth16_cuda::StageTimings,
+    ) -> cuzk_groth16_cuda::Result<cuzk_groth16_cuda::MsmResults> {
+        self.given
+            .lock()
+            .unwrap()
+            .push(input.witness.inputs.len() + input.witness.aux.len());
+        let (staged, witness) = staged
+            .take::<(cuzk_groth16_cuda::Staged, cuzk_synth::Witness)>()
+            .expect("this prover's staged state");
+        let input = cuzk_groth16_cuda::ProverInput {
+            witness: &witness,
+            ..input
+        };
+        self.inner.kernel_region(input, params, staged, timings)
+    }
+}
+
+/// A backend whose staged partition holds its own copy of the witness (the
+/// GPU's, uploaded in prepare) gets an empty one in its kernel region: the
+/// engine frees the host witness (4.2 GB for a 32 GiB PoRep partition) once
+/// the partition is prepared instead of after its kernel region. The
+/// proofs are bellperson's.
+#[test]
+fn the_host_witness_is_freed_once_the_backend_holds_its_own() {
+    use bellperson::groth16::create_proof;
+    use blstrs::Scalar;
+    use ff::Field;
+    use rand_core::SeedableRng;
+
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "porep:9";
+    let prover = std::sync::Arc::new(KeepsWitness::default());
+    let engine = cuzk_engine::Engine::builder(config(256 << 20))
+        .prover(prover.clone())
+        .build()
+        .unwrap();
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(0x57a9);
+    let seeds = [2u64, 7, 1];
+    let randomness: Vec<(Scalar, Scalar)> = seeds
+        .iter()
+        .map(|_| (Scalar::random(&mut rng), Scalar::random(&mut rng)))
+        .collect();
+    let proofs = engine
+        .submit(
+            ProofRequest::new(
+                spec,
+                ParamsRef::File(params_file(dir.path(), spec)),
+                seeds.iter().map(|&s| builtin(spec, s)).collect(),
+            )
+            .with_randomness(randomness.clone()),
+        )
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    let params = params(spec);
+    for (i, (&seed, (r, s))) in seeds.iter().zip(&randomness).enumerate() {
+        let theirs = create_proof(builtin(spec, seed), &*params, *r, *s).unwrap();
+        assert_eq!(bytes(&proofs[i]), bytes(&theirs), "partition {i}");
+    }
+    assert_eq!(
+        *prover.given.lock().unwrap(),
+        vec![0; seeds.len()],
+        "the witness lengths the kernel regions were given"
+    );
 }
