@@ -329,6 +329,9 @@ impl PartitionsVisitor for Bench<'_> {
             };
             let overrides = args.overrides.iter().chain(extra.iter());
             let config = common::engine_config(overrides.map(String::as_str), &args.pce_dir)?;
+            // This variant's own peak, from what is resident now (the
+            // circuits, fake parameters) on.
+            let reset = common::reset_peak_rss();
             let engine = Engine::new(config)?;
             let params = match &fake {
                 Some(fake) => {
@@ -435,6 +438,17 @@ impl PartitionsVisitor for Bench<'_> {
                     eprintln!("wrote {} and {}", trace.display(), summary.display());
                 }
             }
+            results.add(
+                &named("peak_rss"),
+                "GiB",
+                common::peak_rss() as f64 / (1u64 << 30) as f64,
+                match &reset {
+                    Ok(()) => "this process's VmHWM over this variant (engine, warm-up, proofs; \
+                               reset at its start)"
+                        .into(),
+                    Err(e) => format!("this process's VmHWM so far (not reset: {e})"),
+                },
+            );
             drop(engine);
         }
         Ok(())

@@ -78,6 +78,13 @@ pub fn print_bench_doc(json: Option<(&str, &str)>, results: Vec<Value>) -> Resul
     Ok(())
 }
 
+/// Resets this process's peak resident memory (VmHWM) to what is resident
+/// now (Linux: `5` into `/proc/self/clear_refs`), so [`peak_rss`] measures
+/// from here.
+pub fn reset_peak_rss() -> std::io::Result<()> {
+    std::fs::write("/proc/self/clear_refs", "5")
+}
+
 /// This process's peak resident memory in bytes (Linux VmHWM).
 pub fn peak_rss() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
