@@ -38,6 +38,9 @@ pub const PREP: &str = "prep";
 pub const PARAMS_LOAD: &str = "params_load";
 /// The stage name of a partition's witness (synthesis) on the host.
 pub const WITNESS: &str = "witness";
+/// Inside a [`WITNESS`]: the time a witness made on every core waited for
+/// room before its parts started (`synthesis_ahead`; the note says so).
+pub const PACED: &str = "paced";
 /// The stage name of the time a job spent parked: its parameters and PCE
 /// given up to a higher-priority job, until it was admitted again.
 pub const PARKED: &str = "parked";

@@ -388,6 +388,24 @@ pub(super) fn synthesize(
     };
     cuzk_synth::spmv::check_shape(&pce, &witness).map_err(synth_err)?;
     let at = timeline.record_since(job.id.0, partition, Lane::Host, index, WITNESS, start);
+    if let Some((from, to)) = pacing.waited() {
+        // Inside the witness: the time it waited before its parts started.
+        timeline.record(Span {
+            job: job.id.0,
+            partition,
+            worker: index,
+            lane: Lane::Host,
+            stage: PACED,
+            start_us: timeline.micros(from),
+            end_us: timeline.micros(to),
+            depth: 1,
+            note: Some(Arc::from(format!(
+                "waited for room: synthesis_ahead = {} witnesses made on every core, \
+                 of its priority or above, started and not yet taken by a GPU worker",
+                pacing.ahead()
+            ))),
+        });
+    }
     if job.is_terminated() {
         return Ok(None);
     }

@@ -15,9 +15,10 @@
 //! are what keeps a GPU busy (the dispatch bound and the memory budget bound
 //! them).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use cuzk_gpu_sched::Priority;
 use cuzk_synth::PartsGate;
@@ -118,6 +119,9 @@ pub(crate) struct Pacing {
     ready: Arc<Ready>,
     job: Arc<JobState>,
     slot: RefCell<Option<ReadySlot>>,
+    /// When the witness was first refused room, and when it got it.
+    refused: Cell<Option<Instant>>,
+    admitted: Cell<Option<Instant>>,
 }
 
 impl Pacing {
@@ -126,6 +130,8 @@ impl Pacing {
             ready: Arc::clone(ready),
             job: Arc::clone(job),
             slot: RefCell::new(None),
+            refused: Cell::new(None),
+            admitted: Cell::new(None),
         }
     }
 
@@ -133,6 +139,17 @@ impl Pacing {
     /// did (a witness made on one thread).
     pub(crate) fn take_slot(&self) -> Option<ReadySlot> {
         self.slot.borrow_mut().take()
+    }
+
+    /// From the first refusal to the admission, when the witness waited
+    /// for room.
+    pub(crate) fn waited(&self) -> Option<(Instant, Instant)> {
+        self.refused.get().zip(self.admitted.get())
+    }
+
+    /// `synthesis_ahead`.
+    pub(crate) fn ahead(&self) -> usize {
+        self.ready.ahead
     }
 }
 
@@ -145,9 +162,17 @@ impl Pacer for Pacing {
         match self.ready.try_reserve(self.job.priority) {
             Some(slot) => {
                 *self.slot.borrow_mut() = Some(slot);
+                if self.refused.get().is_some() {
+                    self.admitted.set(Some(Instant::now()));
+                }
                 true
             }
-            None => self.job.is_terminated(),
+            None => {
+                if self.refused.get().is_none() {
+                    self.refused.set(Some(Instant::now()));
+                }
+                self.job.is_terminated()
+            }
         }
     }
 }

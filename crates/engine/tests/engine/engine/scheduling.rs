@@ -118,6 +118,29 @@ fn witnesses_made_in_parts_stay_at_most_synthesis_ahead_ahead_of_the_worker() {
             assert!(verify_proof(&pvk, proof, &[c.0.output()]).unwrap());
         }
         assert_eq!(engine.stats().ready_partitions, 0);
+        if ahead == 1 {
+            // Witnesses that waited for room say so in the timeline: a
+            // `paced` sub-stage inside the partition's witness, noted.
+            let spans = engine.timeline().snapshot().spans;
+            let paced: Vec<_> = spans.iter().filter(|s| s.stage == "paced").collect();
+            assert!(!paced.is_empty(), "no paced span with synthesis_ahead 1");
+            for p in &paced {
+                assert_eq!(p.depth, 1, "{p:?}");
+                assert!(
+                    p.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("synthesis_ahead = 1")),
+                    "{p:?}"
+                );
+                let within = spans.iter().any(|w| {
+                    w.stage == "witness"
+                        && w.partition == p.partition
+                        && w.start_us <= p.start_us
+                        && p.end_us <= w.end_us
+                });
+                assert!(within, "{p:?} is not inside its partition's witness");
+            }
+        }
         most.load(Ordering::SeqCst)
     };
     let most = run(1);
