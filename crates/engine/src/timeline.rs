@@ -38,6 +38,9 @@ pub const PREP: &str = "prep";
 pub const PARAMS_LOAD: &str = "params_load";
 /// The stage name of a partition's witness (synthesis) on the host.
 pub const WITNESS: &str = "witness";
+/// The stage name of the time a partition waited for a working set the
+/// host memory budget had no room for (the note gives the budget then).
+pub const BUDGET_WAIT: &str = "budget_wait";
 /// Inside a [`WITNESS`]: the time a witness made on every core waited for
 /// room before its parts started (`synthesis_ahead`; the note says so).
 pub const PACED: &str = "paced";

@@ -160,6 +160,10 @@ pub(super) struct JobMut {
     /// Its PCE's bytes once admitted (0 before): charged ahead if the PCE
     /// must be recorded again after a park.
     pub(super) pce_bytes: u64,
+    /// Since when its next partition has waited for a working set the
+    /// host budget had no room for, and the budget then (the timeline's
+    /// `budget_wait` span of the partition that gets one).
+    pub(super) budget_wait: Option<(Instant, MemoryReport)>,
 }
 
 pub(crate) struct JobState {

@@ -58,8 +58,8 @@ use crate::config::{Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
 use crate::timeline::{
-    EPILOGUE, KERNEL_REGION, Lane, PACED, PARAMS_EVICT, PARAMS_LOAD, PARKED, PCE_EVICT, Span,
-    Timeline, WITNESS,
+    BUDGET_WAIT, EPILOGUE, KERNEL_REGION, Lane, PACED, PARAMS_EVICT, PARAMS_LOAD, PARKED,
+    PCE_EVICT, Span, Timeline, WITNESS,
 };
 
 use admission::*;
@@ -480,6 +480,7 @@ impl Engine {
                 parked: None,
                 wait: Wait::Admission,
                 pce_bytes: 0,
+                budget_wait: None,
             }),
         });
         let shared = Arc::clone(&self.shared);

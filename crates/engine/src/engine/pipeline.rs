@@ -93,6 +93,41 @@ pub(super) const DISPATCH_SCAN: usize = 256;
 /// class waits for memory, partitions of lower classes run only on their
 /// reserved working sets, and those of jobs that yield their parameters to
 /// it (see `park`), and of parked jobs, not at all.
+/// The time partition `partition` of `job` waited, from `since`, for a
+/// working set of `bytes` the host budget had no room for (`report`: the
+/// budget at the first refusal), as a noted span on the host lane.
+fn record_budget_wait(
+    shared: &Shared,
+    job: &JobState,
+    partition: u32,
+    bytes: u64,
+    since: Instant,
+    report: &MemoryReport,
+) {
+    let b = crate::error::fmt_bytes;
+    let note = format!(
+        "no room in the host memory budget for its working set of {}: {} of {} used \
+         (parameters {}, PCEs {}, working sets {}, idle pinned buffers {}); \
+         it waited for partitions in flight to finish",
+        b(bytes),
+        b(report.used_bytes),
+        b(report.budget_bytes),
+        b(report.params_bytes),
+        b(report.pce_bytes),
+        b(report.working_set_bytes),
+        b(report.pinned_idle_bytes),
+    );
+    shared.timeline.record_noted(
+        job.id.0,
+        partition,
+        Lane::Host,
+        0,
+        BUDGET_WAIT,
+        since,
+        Some(Arc::from(note)),
+    );
+}
+
 pub(super) fn pick(
     shared: &Shared,
     candidates: Vec<(QueueKey, Arc<JobState>)>,
@@ -117,13 +152,27 @@ pub(super) fn pick(
             None if budget_open && !shared.admission.gates(job.priority) => {
                 match charge_working_set(shared, ws_bytes, abc_len) {
                     Ok(Some(reserved)) => Some(reserved),
-                    _ => None,
+                    Ok(None) => {
+                        // Read before the job's lock: the budget's locks are
+                        // never taken under it.
+                        let report = shared.budget.report();
+                        let mut st = job.lock();
+                        if st.budget_wait.is_none() {
+                            st.budget_wait = Some((Instant::now(), report));
+                        }
+                        None
+                    }
+                    Err(_) => None,
                 }
             }
             None => None,
         };
         match reserved {
             Some((charge, abc)) => {
+                let waited = job.lock().budget_wait.take();
+                if let Some((since, report)) = waited {
+                    record_budget_wait(shared, &job, key.2, ws_bytes, since, &report);
+                }
                 let ws = WsCharge {
                     charge: Some(charge),
                     abc,

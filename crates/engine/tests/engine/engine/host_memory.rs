@@ -164,3 +164,42 @@ fn the_host_witness_is_freed_once_the_backend_holds_its_own() {
         "the witness lengths the kernel regions were given"
     );
 }
+
+/// On a budget with room for one working set, the partitions after the
+/// first wait for it, and the timeline says so: a noted `budget_wait` span
+/// of each partition that waited, from its first refusal to its working
+/// set.
+#[test]
+fn a_partition_that_waits_for_the_budget_says_so_in_the_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let params = ParamsRef::File(params_file(dir.path(), "porep:10"));
+    let pce = cuzk_synth::Pce::record(builtin("porep:10", 0)).unwrap();
+    let abc = 3 * cuzk_pinned_pool::size_class(pce.num_constraints() * 32).unwrap() as u64;
+    let engine = engine(need("porep:10") + abc / 2);
+    let proofs = engine
+        .submit(ProofRequest::new(
+            "porep:10",
+            params,
+            (0..3).map(|s| builtin("porep:10", s)).collect(),
+        ))
+        .unwrap()
+        .wait_blocking()
+        .unwrap();
+    assert_eq!(proofs.len(), 3);
+    let spans = engine.timeline().snapshot().spans;
+    let waits: Vec<_> = spans.iter().filter(|s| s.stage == "budget_wait").collect();
+    assert!(!waits.is_empty(), "no budget_wait span: {spans:#?}");
+    for w in &waits {
+        let note = w.note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains("no room in the host memory budget for its working set"),
+            "{w:?}"
+        );
+        // Each waited before its witness began.
+        let witness = spans
+            .iter()
+            .find(|s| s.stage == "witness" && s.partition == w.partition)
+            .expect("the partition's witness");
+        assert!(w.end_us <= witness.start_us, "{w:?} against {witness:?}");
+    }
+}
