@@ -15,7 +15,7 @@ use crate::common::*;
 use bellperson::groth16::{prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
 use cuzk_engine::pce_file::ShapeCounts;
-use cuzk_engine::timeline::{PARAMS_EVICT, PARAMS_LOAD, PARKED, PCE_EVICT};
+use cuzk_engine::timeline::{BUDGET_WAIT, PARAMS_EVICT, PARAMS_LOAD, PARKED, PCE_EVICT};
 use cuzk_engine::{Engine, EngineError, JobHandle, ParamsRef, Priority, ProofRequest, Span};
 use cuzk_groth16_cuda::{Bls12, CpuProver};
 use ff::Field;
@@ -276,7 +276,11 @@ fn a_high_job_gets_its_set_in_by_parking_the_normal_jobs_which_reload_it_once_an
             let mine: Vec<&Span> = timeline
                 .iter()
                 .filter(|s| users.contains(&s.job) && s.partition == p)
-                .filter(|s| ![PARAMS_LOAD, PARKED, PARAMS_EVICT, PCE_EVICT].contains(&s.stage))
+                .filter(|s| {
+                    // Waiting for a working set is before the partition is
+                    // in flight.
+                    ![PARAMS_LOAD, PARKED, PARAMS_EVICT, PCE_EVICT, BUDGET_WAIT].contains(&s.stage)
+                })
                 .collect();
             for job in &users {
                 let theirs = mine.iter().filter(|s| s.job == *job);
