@@ -210,7 +210,7 @@ pub struct EngineConfig {
     /// only while there is room. A
     /// witness made on every core faster than the GPU proves it then stops a
     /// few partitions ahead instead of filling host memory with finished
-    /// witnesses. Witnesses made on one thread are not counted. `auto`: two
+    /// witnesses. Witnesses made on one thread are not counted. `auto`: one
     /// per worker.
     pub synthesis_ahead: Auto<usize>,
     /// The host memory budget; `auto`: the machine's memory (or cgroup

@@ -124,7 +124,9 @@ impl EngineBuilder {
             "synthesis_ahead",
             config
                 .synthesis_ahead
-                .or_else(|| 2 * workers * devices.len()),
+                // One a worker: on a 32 GiB PoRep stream as fast as two a
+                // worker, with 7.6 GiB less peak RSS (BENCHMARKS, 42f59a3).
+                .or_else(|| workers * devices.len()),
         )?;
         let budget_bytes = config.host_budget_bytes()?;
         if let Some(dir) = &config.pce_cache_dir {
