@@ -251,6 +251,10 @@ pub struct EngineConfig {
     /// a few threads while the other crosses the link, instead of from
     /// pageable memory at a fraction of the link's speed; false: pageable.
     pub gpu_pinned_uploads: bool,
+    /// Bytes of each of a worker's two bounce buffers (`gpu_pinned_uploads`):
+    /// larger pieces cross the link in fewer copies, each waited for
+    /// before its buffer is filled again.
+    pub gpu_upload_buffer: ByteSize,
     /// Keep a, b and c evaluated on the CPU (partitions staged in host
     /// memory) in page-locked buffers of the engine's pool, copied in the
     /// kernel region at the link's full speed; false: in ordinary memory,
@@ -297,6 +301,7 @@ impl Default for EngineConfig {
             gpu_params: GpuParams::Auto,
             gpu_pin_streamed: true,
             gpu_pinned_uploads: true,
+            gpu_upload_buffer: ByteSize(cuzk_groth16_cuda::BOUNCE_BYTES as u64),
             gpu_pin_abc: true,
             gpu_stream_per_worker: true,
             gpu_abc: true,

@@ -193,7 +193,7 @@ fn open_gpus(
         pin_streamed: config.gpu_pin_streamed,
         bounce_bytes: config
             .gpu_pinned_uploads
-            .then_some(cuzk_groth16_cuda::BOUNCE_BYTES),
+            .then_some(usize::try_from(config.gpu_upload_buffer.0).unwrap_or(usize::MAX)),
         stream_per_worker: config.gpu_stream_per_worker,
         memory_limit: config.device_memory_limit.map(|b| b.0),
         staging: match config.gpu_staging {
@@ -245,6 +245,13 @@ pub(super) fn choose_provers(
         return Err(EngineError::Config(format!(
             "device_memory_limit {limit} leaves nothing above device_memory_margin {}",
             config.device_memory_margin
+        )));
+    }
+    if config.gpu_pinned_uploads && config.gpu_upload_buffer.0 < 1 << 20 {
+        return Err(EngineError::Config(format!(
+            "gpu_upload_buffer {} is below 1 MiB: pieces that small cost more in waits \
+             than they save (set gpu_pinned_uploads = false for pageable uploads)",
+            config.gpu_upload_buffer
         )));
     }
     Ok(match config.backend {
@@ -310,5 +317,22 @@ mod tests {
         };
         assert!(matches!(err, EngineError::Config(_)), "{err}");
         assert!(err.to_string().contains("device_memory_limit"), "{err}");
+    }
+
+    #[test]
+    fn an_upload_buffer_below_a_mebibyte_is_a_config_error() {
+        let config = |bytes, pinned| EngineConfig {
+            backend: Backend::Cpu,
+            gpu_upload_buffer: ByteSize(bytes),
+            gpu_pinned_uploads: pinned,
+            ..EngineConfig::default()
+        };
+        let Err(err) = choose_provers(&config(4096, true), None) else {
+            panic!("a 4 KiB upload buffer was accepted");
+        };
+        assert!(err.to_string().contains("gpu_upload_buffer"), "{err}");
+        // Unused without bounce buffers; 1 MiB is the least taken.
+        assert!(choose_provers(&config(0, false), None).is_ok());
+        assert!(choose_provers(&config(1 << 20, true), None).is_ok());
     }
 }
