@@ -11,7 +11,9 @@
 //!
 //! - every other pass kernel variant and table layout (`NttConfig`),
 //!   device-resident, on the same data, each against the default timed
-//!   first in the same run (`NTT_BENCH_VARIANTS=0` leaves them out).
+//!   first in the same run (`NTT_BENCH_VARIANTS=0` leaves them out;
+//!   `NTT_BENCH_VARIANTS=layouts` times only the default kernel with the
+//!   tables partly whole: the top pass's factors, or H's scalings).
 //!
 //! One warm-up, then the median of 7 GPU runs (3 CPU runs, 1 at 2^26).
 //! `NTT_BENCH_SIZES=24,26` picks the sizes (default 22, 24, 26). Writes the
@@ -66,7 +68,8 @@ const SIZES: [u32; 3] = [22, 24, 26];
     args_override_self = true,
     after_help = "Environment:
   NTT_BENCH_SIZES     log2 sizes, comma-separated (default 22,24,26)
-  NTT_BENCH_VARIANTS  0: time the default configuration alone"
+  NTT_BENCH_VARIANTS  0: time the default configuration alone; layouts:
+                      beside it only its kernel with tables partly whole"
 )]
 struct Args {
     #[command(flatten)]
@@ -113,11 +116,30 @@ fn random(n: usize, seed: u64) -> Vec<Scalar> {
     v
 }
 
+/// The table layouts between small and whole.
+const PARTLY_WHOLE: [(&str, TableLayout); 2] = [
+    ("whole-factors", TableLayout::WHOLE_FACTORS),
+    ("whole-scales", TableLayout::WHOLE_SCALES),
+];
+
 /// The configurations timed beside the default: each pass kernel variant
 /// with small and whole tables, each with and without the fused
-/// bit-reversal.
-fn ntt_variants() -> Vec<(String, NttConfig)> {
+/// bit-reversal, and the default kernel with tables partly whole
+/// ([`PARTLY_WHOLE`]); `layouts_only`: the last alone.
+fn ntt_variants(layouts_only: bool) -> Vec<(String, NttConfig)> {
     let mut out = Vec::new();
+    for (label, tables) in PARTLY_WHOLE {
+        out.push((
+            format!("{:?}-{label}", NttConfig::default().pass_kernel),
+            NttConfig {
+                tables,
+                ..NttConfig::default()
+            },
+        ));
+    }
+    if layouts_only {
+        return out;
+    }
     for pass_kernel in PassKernel::ALL {
         for (label, tables) in [("small", TableLayout::SMALL), ("whole", TableLayout::WHOLE)] {
             for fused_bitrev in [false, true] {
@@ -152,8 +174,11 @@ fn main() -> Result<()> {
     let gpu = Gpu::get(0).context("this benchmark needs a GPU")?;
     let ntt = GpuNtt::new(Arc::clone(&gpu));
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    // NTT_BENCH_VARIANTS=0 times the default configuration alone.
-    let variants = std::env::var("NTT_BENCH_VARIANTS").map_or(true, |v| v != "0");
+    // NTT_BENCH_VARIANTS=0 times the default configuration alone;
+    // NTT_BENCH_VARIANTS=layouts beside it only the partly whole tables.
+    let which = std::env::var("NTT_BENCH_VARIANTS").unwrap_or_default();
+    let variants = which != "0";
+    let layouts_only = which == "layouts";
     // NTT_BENCH_SIZES=24,26 takes those sizes only.
     let sizes: Vec<u32> = match std::env::var("NTT_BENCH_SIZES") {
         Ok(v) => v
@@ -275,7 +300,7 @@ fn main() -> Result<()> {
         // The other pass kernels and table layouts, on the same data, each
         // against the default timed above.
         if variants {
-            for (label, config) in ntt_variants() {
+            for (label, config) in ntt_variants(layouts_only) {
                 let v = GpuNtt::with_config(Arc::clone(&gpu), config);
                 v.prepare(log2)?;
                 let vplan = DomainPlan::with_layout(log2, config.tables)?

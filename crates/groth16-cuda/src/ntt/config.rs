@@ -35,6 +35,19 @@ impl TableLayout {
         factor_single_log: MAX_LOG2,
         whole_scales: true,
     };
+    /// Factor tables whole, H's scalings split: 2^log2 entries more than
+    /// [`TableLayout::SMALL`] at 2^19-2^27 (the top pass's table), one
+    /// multiplication an element fewer in each top pass.
+    pub const WHOLE_FACTORS: TableLayout = TableLayout {
+        factor_single_log: MAX_LOG2,
+        whole_scales: false,
+    };
+    /// H's two scalings whole, factor tables split: 2 x 2^log2 entries
+    /// more than [`TableLayout::SMALL`].
+    pub const WHOLE_SCALES: TableLayout = TableLayout {
+        factor_single_log: MAX_SINGLE_TABLE_LOG,
+        whole_scales: true,
+    };
 }
 
 impl Default for TableLayout {

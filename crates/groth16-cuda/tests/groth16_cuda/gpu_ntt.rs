@@ -148,6 +148,8 @@ fn every_pass_kernel_and_table_layout_gives_the_cpu_results() {
             (TableLayout::WHOLE, false),
             (TableLayout::SMALL, true),
             (TableLayout::WHOLE, true),
+            (TableLayout::WHOLE_FACTORS, true),
+            (TableLayout::WHOLE_SCALES, true),
         ] {
             let config = NttConfig {
                 pass_kernel,
