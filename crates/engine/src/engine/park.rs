@@ -109,6 +109,9 @@ pub(super) fn try_park(shared: &Shared, job: &JobState) -> bool {
             for_job,
             for_priority,
         });
+        // From here it waits for its parameters, which the `parked` span
+        // tells: a wait for the budget starts afresh after the resume.
+        st.budget_wait = None;
         (params, pce, st.spare.take())
     };
     Loads::count(&shared.loads.parks);

@@ -84,21 +84,12 @@ pub(super) fn drive(
 /// Jobs whose first queued partition the dispatcher looks at, at most.
 pub(super) const DISPATCH_SCAN: usize = 256;
 
-/// The next partition to synthesize and its working set, in queue order
-/// (priority, job, partition): the first job whose reserved working set is
-/// free, or that can get a new one from the budget. Only the first job
-/// refused by the budget stops later ones from charging it (so a lower
-/// class never takes memory a higher one waits for); later jobs may still
-/// run on their own reserved working sets. While an admission of a higher
-/// class waits for memory, partitions of lower classes run only on their
-/// reserved working sets, and those of jobs that yield their parameters to
-/// it (see `park`), and of parked jobs, not at all.
 /// The time partition `partition` of `job` waited, from `since`, for a
 /// working set of `bytes` the host budget had no room for (`report`: the
 /// budget at the first refusal), as a noted span on the host lane.
 fn record_budget_wait(
     shared: &Shared,
-    job: &JobState,
+    job: JobId,
     partition: u32,
     bytes: u64,
     since: Instant,
@@ -118,7 +109,7 @@ fn record_budget_wait(
         b(report.pinned_idle_bytes),
     );
     shared.timeline.record_noted(
-        job.id.0,
+        job.0,
         partition,
         Lane::Host,
         0,
@@ -128,10 +119,27 @@ fn record_budget_wait(
     );
 }
 
-pub(super) fn pick(
-    shared: &Shared,
-    candidates: Vec<(QueueKey, Arc<JobState>)>,
-) -> Option<(QueueKey, Arc<JobState>, WsCharge, Flight)> {
+/// What [`pick`] picked: the partition, its job's state, its working set
+/// and flight, and how long it waited for the budget, if it did (since
+/// when, the budget then, its working set's bytes).
+pub(super) struct Picked {
+    key: QueueKey,
+    job: Arc<JobState>,
+    ws: WsCharge,
+    flight: Flight,
+    waited: Option<(Instant, MemoryReport, u64)>,
+}
+
+/// The next partition to synthesize and its working set, in queue order
+/// (priority, job, partition): the first job whose reserved working set is
+/// free, or that can get a new one from the budget. Only the first job
+/// refused by the budget stops later ones from charging it (so a lower
+/// class never takes memory a higher one waits for); later jobs may still
+/// run on their own reserved working sets. While an admission of a higher
+/// class waits for memory, partitions of lower classes run only on their
+/// reserved working sets, and those of jobs that yield their parameters to
+/// it (see `park`), and of parked jobs, not at all.
+pub(super) fn pick(shared: &Shared, candidates: Vec<(QueueKey, Arc<JobState>)>) -> Option<Picked> {
     let mut budget_open = true;
     for (key, job) in candidates {
         if yields(shared, &job).is_some() {
@@ -153,12 +161,13 @@ pub(super) fn pick(
                 match charge_working_set(shared, ws_bytes, abc_len) {
                     Ok(Some(reserved)) => Some(reserved),
                     Ok(None) => {
-                        // Read before the job's lock: the budget's locks are
-                        // never taken under it.
-                        let report = shared.budget.report();
-                        let mut st = job.lock();
-                        if st.budget_wait.is_none() {
-                            st.budget_wait = Some((Instant::now(), report));
+                        if job.lock().budget_wait.is_none() {
+                            // Read outside the job's lock: the budget's
+                            // locks are never taken under it.
+                            let report = shared.budget.report();
+                            job.lock()
+                                .budget_wait
+                                .get_or_insert((Instant::now(), report));
                         }
                         None
                     }
@@ -169,17 +178,24 @@ pub(super) fn pick(
         };
         match reserved {
             Some((charge, abc)) => {
-                let waited = job.lock().budget_wait.take();
-                if let Some((since, report)) = waited {
-                    record_budget_wait(shared, &job, key.2, ws_bytes, since, &report);
-                }
+                let waited = job
+                    .lock()
+                    .budget_wait
+                    .take()
+                    .map(|(since, report)| (since, report, ws_bytes));
                 let ws = WsCharge {
                     charge: Some(charge),
                     abc,
                     job: Arc::clone(&job),
                 };
                 let flight = Flight::adopt(&job);
-                return Some((key, job, ws, flight));
+                return Some(Picked {
+                    key,
+                    job,
+                    ws,
+                    flight,
+                    waited,
+                });
             }
             None => {
                 // No bump: the dispatcher bumps once it gives up, which
@@ -288,7 +304,14 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 let _ = unbind(permit);
                 break;
             }
-            let Some((key, job, ws, flight)) = pick(shared, candidates) else {
+            let Some(Picked {
+                key,
+                job,
+                ws,
+                flight,
+                waited,
+            }) = pick(shared, candidates)
+            else {
                 // Nothing fits the budget now: the permit goes back while
                 // waiting and is taken again, in priority order, after. Wait
                 // only if nothing but that bump happened since `seen` (else
@@ -312,6 +335,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
             }
             st.idle_synthesis = st.idle_synthesis.saturating_sub(1);
             st.unbound_permit = None;
+            let job_id = job.id;
             st.tasks.push_back(Task {
                 job,
                 partition: key.2,
@@ -321,6 +345,10 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 flight,
             });
             drop(st);
+            if let Some((since, report, bytes)) = &waited {
+                // Only for a partition that goes on to synthesis.
+                record_budget_wait(shared, job_id, key.2, *bytes, *since, report);
+            }
             shared.signal.bump();
             break;
         }

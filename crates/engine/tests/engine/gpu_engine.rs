@@ -29,7 +29,9 @@ fn gpu_backend_jobs_are_byte_identical_to_bellperson() {
         (false, GpuStaging::Auto, true),
         // Staged in host memory: a/b/c on the CPU even with gpu_abc, the
         // uploads and H's two device vectors in the kernel region; a/b/c
-        // in page-locked buffers and in ordinary ones.
+        // in page-locked buffers and in ordinary ones (these, smaller than
+        // one bounce buffer, are copied as they are; groth16-cuda's
+        // `host_staging_gives_the_same_proofs` bounces pageable ones).
         (true, GpuStaging::Host, true),
         (true, GpuStaging::Host, false),
     ] {

@@ -85,7 +85,8 @@ impl<T: DeviceElem> DeviceBuffer<T> {
     /// bound the GPU's context to the thread). The copies are ordered
     /// after the buffer's earlier users on other streams and recorded as
     /// its latest writes, as any copy of this layer; it returns once they
-    /// are complete, without waiting for anything else queued on `stream`.
+    /// are complete (and so whatever was queued on `stream` before them),
+    /// without waiting for anything queued on `stream` after them.
     pub fn copy_from_host_through_on(
         &mut self,
         stream: &std::sync::Arc<cudarc::driver::CudaStream>,
@@ -161,13 +162,22 @@ impl<T: DeviceElem> DeviceBuffer<T> {
         })();
         // Waited for also after a failed step: no copy may still read the
         // buffers once they go back to the caller. Each slot's event follows
-        // its earlier copies on the same stream.
-        let mut done = Ok(());
-        for event in copied.iter().flatten() {
-            if let Err(e) = event.wait(&what(0)) {
-                done = done.and(Err(e));
-            }
+        // its earlier copies on the same stream; after a failure a copy may
+        // have no event (its recording or an earlier wait failed), so the
+        // whole stream is waited for instead.
+        let events = match &queued {
+            Ok(()) => copied
+                .iter()
+                .flatten()
+                .try_for_each(|event| event.wait(&what(0))),
+            Err(_) => Ok(()),
+        };
+        if queued.is_err() || events.is_err() {
+            let synced = stream
+                .synchronize()
+                .map_err(super::gpu::driver_error(|| what(0)));
+            return queued.and(events).and(synced);
         }
-        queued.and(done)
+        Ok(())
     }
 }
