@@ -1,10 +1,7 @@
 //! Copies into and between the NTT's device vectors: zero-padded uploads of
 //! H's inputs and device-to-device copies.
 
-use std::{
-    mem::{size_of, size_of_val},
-    sync::Arc,
-};
+use std::{mem::size_of, sync::Arc};
 
 use blstrs::Scalar;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, result as cu_result};
@@ -49,35 +46,45 @@ pub fn copy_device(dst: &mut DeviceBuffer<Scalar>, src: &DeviceBuffer<Scalar>) -
         .map_err(cuda_error("copying between device buffers"))
 }
 
+/// Zeroes `dst` from element `n` on (queued on `stream`) after checking that
+/// `n` elements fit: the padding of an upload of `n` host elements.
+fn zero_from(stream: &Arc<CudaStream>, dst: &mut DeviceBuffer<Scalar>, n: usize) -> Result<()> {
+    let len = dst.len();
+    if n > len {
+        return Err(Groth16Error::CopyLength {
+            what: "into an NTT buffer",
+            device: len,
+            host: n,
+        });
+    }
+    let tail = (len - n) * size_of::<Scalar>();
+    if tail > 0 {
+        // Records the memset as the buffer's last write when dropped.
+        let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
+        let start = ptr + (n * size_of::<Scalar>()) as u64;
+        // SAFETY: [start, start + tail) is the end of `dst`'s allocation, in
+        // the GPU's context (the caller bound it).
+        unsafe { cu_result::memset_d8_async(start, 0, tail, stream.cu_stream()) }
+            .map_err(cuda_error("zero-padding an NTT input"))?;
+    }
+    Ok(())
+}
+
 /// Copies `src` into the start of `dst` on `stream` and zeroes the rest.
 pub(super) fn upload_padded(
     stream: &Arc<CudaStream>,
     dst: &mut DeviceBuffer<Scalar>,
     src: &[Scalar],
 ) -> Result<()> {
-    let len = dst.len();
-    if src.len() > len {
-        return Err(Groth16Error::CopyLength {
-            what: "into an NTT buffer",
-            device: len,
-            host: src.len(),
-        });
-    }
-    // Records the writes below as the buffer's last write when dropped.
-    let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
+    zero_from(stream, dst, src.len())?;
     if !src.is_empty() {
-        // SAFETY: `ptr` holds `len >= src.len()` elements of `Scalar` in the
-        // GPU's context (the caller bound it); `src` stays borrowed until the
-        // caller has waited for the stream.
+        // Records the copy as the buffer's last write when dropped.
+        let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
+        // SAFETY: `ptr` holds `len >= src.len()` elements of `Scalar` (checked
+        // above) in the GPU's context (the caller bound it); `src` stays
+        // borrowed until the caller has waited for the stream.
         unsafe { cu_result::memcpy_htod_async(ptr, src, stream.cu_stream()) }
             .map_err(cuda_error("uploading an NTT input"))?;
-    }
-    let tail = (len - src.len()) * size_of::<Scalar>();
-    if tail > 0 {
-        let start = ptr + size_of_val(src) as u64;
-        // SAFETY: [start, start + tail) is the end of the same allocation.
-        unsafe { cu_result::memset_d8_async(start, 0, tail, stream.cu_stream()) }
-            .map_err(cuda_error("zero-padding an NTT input"))?;
     }
     Ok(())
 }
@@ -93,22 +100,6 @@ pub fn upload_padded_through(
     bounce: &mut [Lease; 2],
     fill: impl Fn(&mut [u8], &[u8]),
 ) -> Result<()> {
-    let len = dst.len();
-    if src.len() > len {
-        return Err(Groth16Error::CopyLength {
-            what: "into an NTT buffer",
-            device: len,
-            host: src.len(),
-        });
-    }
-    let tail = (len - src.len()) * size_of::<Scalar>();
-    if tail > 0 {
-        let (ptr, _record) = dst.slice_mut().device_ptr_mut(stream);
-        let start = ptr + size_of_val(src) as u64;
-        // SAFETY: [start, start + tail) is the end of `dst`'s allocation, in
-        // the GPU's context (the caller bound it).
-        unsafe { cu_result::memset_d8_async(start, 0, tail, stream.cu_stream()) }
-            .map_err(cuda_error("zero-padding an NTT input"))?;
-    }
+    zero_from(stream, dst, src.len())?;
     dst.copy_from_host_through_on(stream, 0, src, bounce, fill)
 }
