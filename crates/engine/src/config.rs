@@ -247,7 +247,7 @@ pub struct EngineConfig {
     /// from pageable memory.
     pub gpu_pin_streamed: bool,
     /// Upload each partition's witness (and a, b, c when staged on the
-    /// device) through two 32 MiB page-locked buffers per worker, filled by
+    /// device) through two 256 MiB page-locked buffers per worker, filled by
     /// a few threads while the other crosses the link, instead of from
     /// pageable memory at a fraction of the link's speed; false: pageable.
     pub gpu_pinned_uploads: bool,

@@ -15,13 +15,16 @@ use super::stages::on_prep_pool;
 use crate::Result;
 use crate::cuda::{DeviceBuffer, DeviceElem};
 
-/// Bytes of each of an upload's two bounce buffers by default. A 4 GB witness is 128
-/// pieces; each piece's copy across the link (0.6 ms at 55 GB/s) runs under
+/// Bytes of each of an upload's two bounce buffers by default. A 4 GB witness is 16
+/// pieces; each piece's copy across the link (5 ms at 55 GB/s) runs under
 /// the next piece's copy into the other buffer. The buffers go back to the
 /// prover's pool after each upload and are reused by the next: at most two
-/// per worker uploading at once (128 MiB for a GPU's two workers), outside
-/// the engine's host budget.
-pub const BOUNCE_BYTES: usize = 32 << 20;
+/// per worker uploading at once (1 GiB for a GPU's two workers), outside
+/// the engine's host budget. Larger pieces wait behind fewer of the other
+/// worker's streamed parameter chunks on the link: on an H100 a 32 GiB PoRep
+/// C2 took 23.5-24.0 s a proof with 256 MiB pieces against 24.7-24.9 s with
+/// 32 MiB ones, in the same run (docs/BENCHMARKS.md).
+pub const BOUNCE_BYTES: usize = 256 << 20;
 
 /// Host-side pieces of a bounce buffer's fill: each a task of the prepare
 /// pool.
