@@ -219,7 +219,30 @@ impl MemoryBudget {
         &self,
         bytes: u64,
         kind: ChargeKind,
+        take: impl FnMut() -> Option<T>,
+    ) -> Result<Option<(Charge, Option<T>)>> {
+        self.try_charge_taking_with(bytes, kind, take, true)
+    }
+
+    /// [`MemoryBudget::try_charge_taking`] that never reclaims: `Ok(None)`
+    /// unless `bytes` fit beside everything held now, idle memory included.
+    /// For memory that is only worth holding while nothing else wants it
+    /// (buffers leased ahead).
+    pub(crate) fn try_charge_taking_spare<T>(
+        &self,
+        bytes: u64,
+        kind: ChargeKind,
+        take: impl FnMut() -> Option<T>,
+    ) -> Result<Option<(Charge, Option<T>)>> {
+        self.try_charge_taking_with(bytes, kind, take, false)
+    }
+
+    fn try_charge_taking_with<T>(
+        &self,
+        bytes: u64,
+        kind: ChargeKind,
         mut take: impl FnMut() -> Option<T>,
+        reclaim: bool,
     ) -> Result<Option<(Charge, Option<T>)>> {
         if bytes > self.inner.total {
             return Err(EngineError::NeverFits {
@@ -229,7 +252,7 @@ impl MemoryBudget {
             });
         }
         let reclaimer = self.inner.reclaimer();
-        let mut reclaimed = false;
+        let mut reclaimed = !reclaim;
         loop {
             let short = {
                 let mut charged = self.inner.charged();

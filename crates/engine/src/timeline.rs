@@ -52,6 +52,9 @@ pub const PARKED: &str = "parked";
 pub const PARAMS_EVICT: &str = "params_evict";
 /// [`PARAMS_EVICT`] for a PCE.
 pub const PCE_EVICT: &str = "pce_evict";
+/// The stage name of a job's admission leasing (page-locking) a/b/c buffers
+/// ahead for its partitions that wait on the host, before its first one.
+pub const ABC_AHEAD: &str = "abc_ahead";
 
 /// One stage of one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

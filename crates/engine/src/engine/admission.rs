@@ -598,6 +598,7 @@ pub(super) fn try_admit(
         release((unused, held.abc.take()));
         small
     } else {
+        lease_abc_ahead(shared, job, &mut held, counts.num_constraints, ws);
         ws
     };
     let mut st = job.lock();
@@ -614,6 +615,94 @@ pub(super) fn try_admit(
         parked.end(shared, job);
     }
     Ok(())
+}
+
+/// Partitions whose a/b/c wait on the host, in flight at once at most: one
+/// in each worker and `synthesis_ahead` made ahead of them (never more than
+/// the dispatch bound).
+fn abc_in_flight(config: &ResolvedConfig) -> usize {
+    let workers = config.workers_per_device * config.devices.len().max(1);
+    (workers + config.synthesis_ahead).min(config.dispatch_bound)
+}
+
+/// Leases a/b/c buffers, before a job whose a/b/c wait on the host starts
+/// its first partition, for as many of its partitions as can be in flight
+/// at once ([`abc_in_flight`]) and as the budget has room for now, then
+/// gives them back to the pool idle, where those partitions' working sets
+/// take them over. Page-locking the three 4.3 GB buffers of a 32 GiB PoRep
+/// partition takes seconds and stalls the driver's other calls: done here,
+/// before the job's first kernel region, instead of beside the kernel
+/// regions of a freshly started engine's first proof. The spare working
+/// set's buffers come first (its charge pays for them); each further set
+/// only where a whole working set (`ws` bytes) fits beside everything held
+/// now, idle memory included, without reclaiming anything, so no partition
+/// later has to free them to make room for its witness. Idle buffers of the
+/// size class are taken over, not leased twice. A lease that fails stops
+/// this with a warning: the partitions lease their own.
+fn lease_abc_ahead(shared: &Shared, job: &JobState, held: &mut Held, n: usize, ws: u64) {
+    let start = Instant::now();
+    let pool = &shared.pool;
+    let before = pool.stats().allocations;
+    let lease = || {
+        AbcBuffers::lease(pool, n)
+            .inspect_err(|e| {
+                tracing::warn!(job = job.id.0, error = %e, "a/b/c buffers not leased ahead");
+            })
+            .ok()
+    };
+    if held.abc.is_none() {
+        match lease() {
+            Some(abc) => held.abc = Some(abc),
+            None => return,
+        }
+    }
+    let mut ahead = Vec::new();
+    for _ in 1..abc_in_flight(&shared.config) {
+        let Ok(Some((charge, idle))) =
+            shared
+                .budget
+                .try_charge_taking_spare(ws, ChargeKind::WorkingSet, || AbcBuffers::reuse(pool, n))
+        else {
+            break;
+        };
+        let Some(abc) = idle.or_else(lease) else {
+            drop(charge);
+            break;
+        };
+        ahead.push((charge, Some(abc)));
+    }
+    let sets = ahead.len() + 1;
+    for set in ahead {
+        release(set);
+    }
+    let allocated = pool.stats().allocations - before;
+    if allocated > 0 {
+        tracing::info!(
+            job = job.id.0,
+            sets,
+            allocated,
+            pinned = pool.is_pinned(),
+            seconds = start.elapsed().as_secs_f64(),
+            "a/b/c buffers leased ahead"
+        );
+        let note = format!(
+            "a/b/c buffers of {sets} partitions in flight leased ahead: {allocated} allocated{}",
+            if pool.is_pinned() {
+                " (page-locked)"
+            } else {
+                ""
+            }
+        );
+        shared.timeline.record_noted(
+            job.id.0,
+            0,
+            Lane::Host,
+            0,
+            ABC_AHEAD,
+            start,
+            Some(note.into()),
+        );
+    }
 }
 
 /// A PCE file read, and how long the read took.

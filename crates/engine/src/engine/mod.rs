@@ -58,8 +58,8 @@ use crate::config::{Backend, ByteSize, EngineConfig, GpuParams, GpuStaging};
 use crate::error::{EngineError, Result};
 use crate::pce_file::{self, ShapeCounts};
 use crate::timeline::{
-    BUDGET_WAIT, EPILOGUE, KERNEL_REGION, Lane, PACED, PARAMS_EVICT, PARAMS_LOAD, PARKED,
-    PCE_EVICT, Span, Timeline, WITNESS,
+    ABC_AHEAD, BUDGET_WAIT, EPILOGUE, KERNEL_REGION, Lane, PACED, PARAMS_EVICT, PARAMS_LOAD,
+    PARKED, PCE_EVICT, Span, Timeline, WITNESS,
 };
 
 use admission::*;

@@ -15,7 +15,7 @@ use crate::common::*;
 use bellperson::groth16::{prepare_verifying_key, verify_proof};
 use blstrs::Scalar;
 use cuzk_engine::pce_file::ShapeCounts;
-use cuzk_engine::timeline::{BUDGET_WAIT, PARAMS_EVICT, PARAMS_LOAD, PARKED, PCE_EVICT};
+use cuzk_engine::timeline::{ABC_AHEAD, BUDGET_WAIT, PARAMS_EVICT, PARAMS_LOAD, PARKED, PCE_EVICT};
 use cuzk_engine::{Engine, EngineError, JobHandle, ParamsRef, Priority, ProofRequest, Span};
 use cuzk_groth16_cuda::{Bls12, CpuProver};
 use ff::Field;
@@ -279,7 +279,15 @@ fn a_high_job_gets_its_set_in_by_parking_the_normal_jobs_which_reload_it_once_an
                 .filter(|s| {
                     // Waiting for a working set is before the partition is
                     // in flight.
-                    ![PARAMS_LOAD, PARKED, PARAMS_EVICT, PCE_EVICT, BUDGET_WAIT].contains(&s.stage)
+                    ![
+                        PARAMS_LOAD,
+                        PARKED,
+                        PARAMS_EVICT,
+                        PCE_EVICT,
+                        BUDGET_WAIT,
+                        ABC_AHEAD,
+                    ]
+                    .contains(&s.stage)
                 })
                 .collect();
             for job in &users {

@@ -1,6 +1,8 @@
 //! Host memory: the a/b/c buffers a finished job left idle serve the next
-//! job, a working set with a/b/c on the device holds no a/b/c buffers, and
-//! the host witness is freed once the backend holds its own copy.
+//! job, a job's admission leases a/b/c buffers ahead for the partitions in
+//! flight as far as the budget has room, a working set with a/b/c on the
+//! device holds no a/b/c buffers, and the host witness is freed once the
+//! backend holds its own copy.
 
 use crate::common::*;
 use cuzk_engine::{ParamsRef, ProofRequest};
@@ -43,6 +45,82 @@ fn the_next_job_reuses_the_abc_buffers_a_finished_job_left_idle() {
     assert_eq!(second.bytes_idle as u64, abc, "{second:?}");
     let m = engine.memory();
     assert!(m.used_bytes <= m.budget_bytes, "{m:?}");
+}
+
+/// A job whose a/b/c wait on the host has its admission lease the a/b/c
+/// buffers of the partitions that can be in flight at once (a worker's and
+/// `synthesis_ahead`'s: two here) before its first witness, where the
+/// budget has room for their whole working sets beside everything else;
+/// on a budget with room for one working set, only that one's. The
+/// partitions then take them over: nothing is allocated after the
+/// admission, nothing freed, and the proofs are made.
+#[test]
+fn a_jobs_admission_leases_the_abc_buffers_of_its_partitions_in_flight_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "porep:10";
+    let params = ParamsRef::File(params_file(dir.path(), spec));
+    let pce = cuzk_synth::Pce::record(builtin(spec, 0)).unwrap();
+    let abc = 3 * cuzk_pinned_pool::size_class(pce.num_constraints() * 32).unwrap() as u64;
+    let ws = cuzk_engine::working_set_bytes(
+        cuzk_engine::pce_file::ShapeCounts::of(&pce),
+        &cuzk_groth16_cuda::CpuProver,
+    );
+    for (budget, sets) in [
+        // Room for every working set in flight, and more.
+        (need(spec) + 4 * ws, 2u64),
+        // Room for one working set, not one beside another's a/b/c.
+        (need(spec) + abc / 2, 1),
+    ] {
+        let engine = engine(budget);
+        let config = engine.config();
+        assert_eq!(
+            config.workers_per_device + config.synthesis_ahead,
+            2,
+            "the partitions in flight at once this test expects"
+        );
+        let proofs = engine
+            .submit(ProofRequest::new(
+                spec,
+                params.clone(),
+                (0..4).map(|s| builtin(spec, s)).collect(),
+            ))
+            .unwrap()
+            .wait_blocking()
+            .unwrap();
+        assert_eq!(proofs.len(), 4);
+        let pinned = engine.stats().pinned;
+        assert_eq!(
+            (pinned.allocations as u64, pinned.frees),
+            (3 * sets, 0),
+            "budget {budget}: {pinned:?}"
+        );
+        assert_eq!(pinned.bytes_idle as u64, sets * abc, "{pinned:?}");
+        let spans = engine.timeline().snapshot().spans;
+        let ahead: Vec<_> = spans.iter().filter(|s| s.stage == "abc_ahead").collect();
+        assert_eq!(ahead.len(), 1, "one abc_ahead span: {spans:#?}");
+        // Every buffer was allocated by the admission, none later.
+        let note = ahead[0].note.as_deref().unwrap_or_default();
+        assert!(
+            note.contains(&format!(
+                "of {sets} partitions in flight leased ahead: {} allocated",
+                3 * sets
+            )),
+            "{note}"
+        );
+        let first_witness = spans
+            .iter()
+            .filter(|s| s.stage == "witness")
+            .map(|s| s.start_us)
+            .min()
+            .expect("witness spans");
+        assert!(
+            ahead[0].end_us <= first_witness,
+            "{:?} then the first witness at {first_witness}",
+            ahead[0]
+        );
+        let m = engine.memory();
+        assert!(m.used_bytes <= m.budget_bytes, "{m:?}");
+    }
 }
 
 /// A partition whose a/b/c the backend evaluates on its device holds no
