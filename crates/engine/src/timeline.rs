@@ -193,6 +193,24 @@ impl Timeline {
         note: Option<Arc<str>>,
     ) -> Instant {
         let end = Instant::now();
+        self.record_between(job, partition, lane, worker, stage, start, end, note);
+        end
+    }
+
+    /// [`record_noted`](Timeline::record_noted) of a span that ended at
+    /// `end`, before it is recorded.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_between(
+        &self,
+        job: u64,
+        partition: u32,
+        lane: Lane,
+        worker: usize,
+        stage: &'static str,
+        start: Instant,
+        end: Instant,
+        note: Option<Arc<str>>,
+    ) {
         self.record(Span {
             job,
             partition,
@@ -204,7 +222,6 @@ impl Timeline {
             depth: 0,
             note,
         });
-        end
     }
 
     /// Lays a backend's sub-stage timings end to end from `start`, one level

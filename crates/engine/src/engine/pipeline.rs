@@ -84,15 +84,16 @@ pub(super) fn drive(
 /// Jobs whose first queued partition the dispatcher looks at, at most.
 pub(super) const DISPATCH_SCAN: usize = 256;
 
-/// The time partition `partition` of `job` waited, from `since`, for a
-/// working set of `bytes` the host budget had no room for (`report`: the
-/// budget at the first refusal), as a noted span on the host lane.
+/// The time partition `partition` of `job` waited, from `since` until
+/// `until` (when its working set was charged), for a working set of `bytes`
+/// the host budget had no room for (`report`: the budget at the first
+/// refusal), as a noted span on the host lane.
 fn record_budget_wait(
     shared: &Shared,
     job: JobId,
     partition: u32,
     bytes: u64,
-    since: Instant,
+    (since, until): (Instant, Instant),
     report: &MemoryReport,
 ) {
     let b = crate::error::fmt_bytes;
@@ -108,26 +109,27 @@ fn record_budget_wait(
         b(report.working_set_bytes),
         b(report.pinned_idle_bytes),
     );
-    shared.timeline.record_noted(
+    shared.timeline.record_between(
         job.0,
         partition,
         Lane::Host,
         0,
         BUDGET_WAIT,
         since,
+        until,
         Some(Arc::from(note)),
     );
 }
 
 /// What [`pick`] picked: the partition, its job's state, its working set
 /// and flight, and how long it waited for the budget, if it did (since
-/// when, the budget then, its working set's bytes).
+/// when and until when, the budget then, its working set's bytes).
 pub(super) struct Picked {
     key: QueueKey,
     job: Arc<JobState>,
     ws: WsCharge,
     flight: Flight,
-    waited: Option<(Instant, MemoryReport, u64)>,
+    waited: Option<((Instant, Instant), MemoryReport, u64)>,
 }
 
 /// The next partition to synthesize and its working set, in queue order
@@ -182,7 +184,7 @@ pub(super) fn pick(shared: &Shared, candidates: Vec<(QueueKey, Arc<JobState>)>) 
                     .lock()
                     .budget_wait
                     .take()
-                    .map(|(since, report)| (since, report, ws_bytes));
+                    .map(|(since, report)| ((since, Instant::now()), report, ws_bytes));
                 let ws = WsCharge {
                     charge: Some(charge),
                     abc,
@@ -345,9 +347,9 @@ pub(super) fn dispatcher_main(shared: &Shared) {
                 flight,
             });
             drop(st);
-            if let Some((since, report, bytes)) = &waited {
+            if let Some((span, report, bytes)) = &waited {
                 // Only for a partition that goes on to synthesis.
-                record_budget_wait(shared, job_id, key.2, *bytes, *since, report);
+                record_budget_wait(shared, job_id, key.2, *bytes, *span, report);
             }
             shared.signal.bump();
             break;
