@@ -90,7 +90,7 @@ fn a_jobs_admission_leases_the_abc_buffers_of_its_partitions_in_flight_ahead() {
         assert_eq!(proofs.len(), 4);
         let pinned = engine.stats().pinned;
         assert_eq!(
-            (pinned.allocations as u64, pinned.frees),
+            (pinned.allocations, pinned.frees),
             (3 * sets, 0),
             "budget {budget}: {pinned:?}"
         );
