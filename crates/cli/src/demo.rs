@@ -31,9 +31,9 @@ pub(crate) fn demo(circuit: &CircuitSpec, backend: Backend) -> Result<()> {
         pce.domain_log2(),
         pce.num_inputs,
         pce.num_aux,
-        pce.a.nnz(),
-        pce.b.nnz(),
-        pce.c.nnz()
+        pce.nnz()[0],
+        pce.nnz()[1],
+        pce.nnz()[2]
     );
 
     let (r, s) = randomness(Some(2));

@@ -24,9 +24,9 @@ pub(crate) fn record_blank_pce(args: &PceArgs) -> Result<()> {
         pce.num_constraints(),
         pce.num_inputs,
         pce.num_aux,
-        pce.a.nnz(),
-        pce.b.nnz(),
-        pce.c.nnz(),
+        pce.nnz()[0],
+        pce.nnz()[1],
+        pce.nnz()[2],
         pce.bytes()
     );
     if let Some(peak) = peak_rss() {

@@ -98,6 +98,11 @@ struct Entry<T> {
 pub(crate) struct Cache<K, T> {
     entries: Mutex<HashMap<K, Entry<T>>>,
     tick: AtomicU64,
+    /// Values replaced by lighter ones ([`Cache::replace_lighter`]) and
+    /// still held by someone, each with the part of its charge the lighter
+    /// value does not need: released once nobody holds it
+    /// ([`Cache::sweep`]).
+    retired: Mutex<Vec<(Arc<T>, Charge)>>,
 }
 
 impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
@@ -105,7 +110,60 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
         Cache {
             entries: Mutex::new(HashMap::new()),
             tick: AtomicU64::new(0),
+            retired: Mutex::new(Vec::new()),
         }
+    }
+
+    fn retired(&self) -> MutexGuard<'_, Vec<(Arc<T>, Charge)>> {
+        self.retired.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Puts `new` in `key`'s place if its value is still `old`, keeping
+    /// `keep` bytes of the entry's charge for it. The rest of the charge
+    /// stays with `old` until its last holder drops it ([`Cache::sweep`]),
+    /// so the budget counts the memory until it is free. Returns whether
+    /// the value was replaced.
+    pub(crate) fn replace_lighter(&self, key: &K, old: &Arc<T>, new: Arc<T>, keep: u64) -> bool {
+        let retired = {
+            let mut entries = self.lock();
+            let Some(e) = entries.get_mut(key) else {
+                return false;
+            };
+            if !Arc::ptr_eq(&e.value, old) {
+                return false;
+            }
+            let kind = e.charge.kind();
+            let rest = e.charge.bytes().saturating_sub(keep);
+            let freed = e.charge.split(rest, kind);
+            (std::mem::replace(&mut e.value, new), freed)
+        };
+        self.retired().push(retired);
+        self.sweep();
+        true
+    }
+
+    /// Releases the charges of replaced values nobody holds any more;
+    /// returns their bytes.
+    pub(crate) fn sweep(&self) -> u64 {
+        let gone: Vec<(Arc<T>, Charge)> = {
+            let mut retired = self.retired();
+            let (gone, kept) = std::mem::take(&mut *retired)
+                .into_iter()
+                .partition(|(v, _)| Arc::strong_count(v) == 1);
+            *retired = kept;
+            gone
+        };
+        let bytes = gone.iter().map(|(_, c)| c.bytes()).sum();
+        // Dropped outside the lock: large frees, and charges take the
+        // budget's lock.
+        drop(gone);
+        bytes
+    }
+
+    /// Bytes still charged to replaced values someone holds.
+    #[cfg(test)]
+    pub(crate) fn retired_bytes(&self) -> u64 {
+        self.retired().iter().map(|(_, c)| c.bytes()).sum()
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<K, Entry<T>>> {
@@ -169,11 +227,19 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
     /// The bytes [`Cache::evict_idle`] could free now: idle evictable
     /// entries' charges.
     pub(crate) fn idle_bytes(&self) -> u64 {
-        self.lock()
-            .values()
-            .filter(|e| e.evictable && Arc::strong_count(&e.value) == 1)
-            .map(|e| e.charge.bytes())
-            .sum()
+        let retired: u64 = self
+            .retired()
+            .iter()
+            .filter(|(v, _)| Arc::strong_count(v) == 1)
+            .map(|(_, c)| c.bytes())
+            .sum();
+        retired
+            + self
+                .lock()
+                .values()
+                .filter(|e| e.evictable && Arc::strong_count(&e.value) == 1)
+                .map(|e| e.charge.bytes())
+                .sum::<u64>()
     }
 
     /// Evicts idle evictable entries, least recently used first, until at
@@ -189,6 +255,9 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
         need: u64,
         mut each: impl FnMut(&K, u64, std::time::Instant),
     ) -> u64 {
+        // Charges of replaced values nobody holds are free already.
+        let swept = self.sweep();
+        let need = need.saturating_sub(swept);
         let victims = {
             let mut entries = self.lock();
             let mut idle: Vec<(u64, K)> = entries
@@ -212,7 +281,7 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
         };
         // Dropped outside the lock: large frees, and charges take the
         // budget's lock.
-        let mut freed = 0;
+        let mut freed = swept;
         for (key, entry) in victims {
             let bytes = entry.charge.bytes();
             let start = std::time::Instant::now();
@@ -335,6 +404,43 @@ mod tests {
         assert_eq!(cache.remove_if_idle(&"pinned"), Ok(true));
         assert_eq!(cache.remove_if_idle(&"pinned"), Ok(false));
         assert_eq!((cache.len(), budget.charged()), (1, 50));
+    }
+
+    #[test]
+    fn a_lighter_value_keeps_part_of_the_charge_and_the_rest_goes_with_the_last_holder() {
+        let budget = MemoryBudget::new(1000);
+        let cache: Cache<&str, u32> = Cache::new();
+        let charge = budget.try_charge(600, ChargeKind::Pce).unwrap().unwrap();
+        let full = cache.insert("shape", Arc::new(1), charge, true);
+        let light = Arc::new(2);
+        // Only in place of the value it was asked to replace.
+        assert!(!cache.replace_lighter(&"shape", &Arc::new(1), Arc::clone(&light), 100));
+        assert!(!cache.replace_lighter(&"absent", &full, Arc::clone(&light), 100));
+        assert!(cache.replace_lighter(&"shape", &full, Arc::clone(&light), 100));
+        assert!(Arc::ptr_eq(&cache.get(&"shape").unwrap(), &light));
+        // A partition still holds the whole value: all 600 bytes charged,
+        // and nothing of it is idle.
+        assert_eq!((budget.charged(), cache.retired_bytes()), (600, 500));
+        assert_eq!(cache.sweep(), 0);
+        drop(light);
+        assert_eq!(
+            cache.idle_bytes(),
+            100,
+            "the lighter entry is idle, the whole value held"
+        );
+        drop(full);
+        assert_eq!(
+            cache.idle_bytes(),
+            600,
+            "the retired 500 and the idle entry's 100"
+        );
+        assert_eq!(
+            cache.evict_idle(1),
+            500,
+            "sweeping frees enough: the entry stays"
+        );
+        assert!(cache.contains(&"shape"));
+        assert_eq!((budget.charged(), cache.retired_bytes()), (100, 0));
     }
 
     #[test]

@@ -222,6 +222,12 @@ pub struct EngineConfig {
     /// Where recorded PCEs are kept on disk (one file per shape); none when
     /// unset.
     pub pce_cache_dir: Option<PathBuf>,
+    /// Drop a PCE's matrices from host memory (8.9 GB of a 32 GiB PoRep's
+    /// 9 GB) while every GPU keeps them (a/b/c evaluated on the GPU) and
+    /// the PCE is in `pce_cache_dir`, to be read from there again where the
+    /// host needs them (a job whose a/b/c are evaluated on the CPU, a GPU
+    /// that freed its copy). Needs `pce_cache_dir`; false: keep them.
+    pub release_host_pce: bool,
     /// Check every parameter point for subgroup membership when loading
     /// (about 25 µs a point: minutes for PoRep-32G). Points are always
     /// checked to be on the curve.
@@ -294,6 +300,7 @@ impl Default for EngineConfig {
             host_memory_budget: Auto::Auto,
             host_memory_margin: Auto::Auto,
             pce_cache_dir: None,
+            release_host_pce: true,
             params_subgroup_check: false,
             device_memory_margin: ByteSize(1 << 30),
             device_memory_limit: None,

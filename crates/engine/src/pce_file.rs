@@ -160,6 +160,7 @@ fn write_body(w: &mut impl Write, shape: &str, pce: &Pce) -> io::Result<()> {
 /// temporary sibling, fsync, rename: `cuzk_groth16_cuda::write_atomically`).
 pub fn write_pce(path: &Path, shape: &str, pce: &Pce) -> Result<()> {
     let _s = tracing::info_span!("pce_write", path = %path.display()).entered();
+    let pce = &*pce.with_matrices()?;
     cuzk_groth16_cuda::write_atomically(path, |file| {
         let mut w = Hashing {
             inner: &mut *file,
@@ -528,6 +529,7 @@ pub fn read_pce(path: &Path, shape: &str, expected: Option<ShapeCounts>) -> Resu
         b_input_density,
         b_aux_density,
         names: None,
+        released: None,
         memo: Default::default(),
     })
 }

@@ -55,6 +55,10 @@ pub const PCE_EVICT: &str = "pce_evict";
 /// The stage name of a job's admission leasing (page-locking) a/b/c buffers
 /// ahead for its partitions that wait on the host, before its first one.
 pub const ABC_AHEAD: &str = "abc_ahead";
+/// The stage name of a PCE's matrices dropped from host memory while every
+/// device keeps them (`release_host_pce`), on the job whose partition
+/// found them there.
+pub const PCE_RELEASE: &str = "pce_release";
 
 /// One stage of one partition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

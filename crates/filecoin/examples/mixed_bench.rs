@@ -245,6 +245,7 @@ fn skeleton(pce: &Pce) -> Pce {
         b_input_density: pce.b_input_density.clone(),
         b_aux_density: pce.b_aux_density.clone(),
         names: None,
+        released: None,
         memo: Default::default(),
     }
 }

@@ -259,6 +259,18 @@ pub trait Prover: Send + Sync + fmt::Debug {
         self.release_unused()
     }
 
+    /// Whether the backend keeps `pce`'s matrices on its device now (put
+    /// there by a [`prepare`](Prover::prepare) given
+    /// [`AbcInput::FromPce`]), so proofs of its shape read no matrices from
+    /// the host PCE: the engine may then release them from host memory
+    /// ([`Pce::release_matrices`]). A backend that later needs them again
+    /// (after freeing its copy) reads them through [`Pce::with_matrices`].
+    /// False by default.
+    fn holds_pce(&self, pce: &Pce) -> bool {
+        let _ = pce;
+        false
+    }
+
     /// Whether [`abc_placement`](Prover::abc_placement) is on the device.
     fn evaluates_abc(&self, pce: &Pce) -> bool {
         self.abc_placement(pce).on_device

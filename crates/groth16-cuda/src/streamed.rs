@@ -763,6 +763,7 @@ mod tests {
             b_input_density: density(&b_in),
             b_aux_density: density(&b_aux),
             names: None,
+            released: None,
             memo: Default::default(),
         };
         let q = QueryBits::of(&pce);

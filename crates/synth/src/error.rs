@@ -51,6 +51,15 @@ pub enum SynthError {
     )]
     PartMismatch { part: usize, what: &'static str },
 
+    /// The matrices of a PCE released from host memory could not be read
+    /// again ([`crate::Pce::with_matrices`]).
+    #[error(
+        "the circuit's matrices (PCE) were released from host memory and could not be read again \
+         from {from}: {detail}; check that the file is still there and unchanged, or set \
+         `release_host_pce = false` to keep the matrices in host memory"
+    )]
+    MatricesUnavailable { from: String, detail: String },
+
     /// The circuit is too large for this representation.
     #[error("circuit too large: {0}")]
     TooLarge(String),

@@ -29,7 +29,7 @@ pub mod witness;
 
 pub use error::{Result, SynthError};
 pub use gate::PartsGate;
-pub use pce::{Csr, Density, Pce, PceMemo, RecordingCs};
+pub use pce::{Csr, Density, MatrixSource, Pce, PceMemo, RecordingCs, Released};
 pub use profile::Profile;
 pub use spmv::{Abc, check_satisfied, evaluate};
 pub use witness::{PartCs, Witness, WitnessCs, huge_pages, set_huge_pages};

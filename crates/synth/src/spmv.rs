@@ -76,6 +76,9 @@ pub fn evaluate_into(
     c: &mut [Scalar],
 ) -> Result<()> {
     let _s = tracing::info_span!("spmv", rows = pce.num_constraints()).entered();
+    // A PCE released from host memory is read again (slow; the engine keeps
+    // the matrices where it evaluates on the CPU).
+    let pce = &*pce.with_matrices()?;
     spmv(pce, &pce.a, witness, a)?;
     spmv(pce, &pce.b, witness, b)?;
     spmv(pce, &pce.c, witness, c)
@@ -198,6 +201,39 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(msg.contains("constraint 3"), "{msg}");
+    }
+
+    #[test]
+    fn a_released_pce_evaluates_from_its_matrices_read_again() {
+        let c = Small {
+            x: Scalar::from(5),
+            bad: false,
+        };
+        let pce = Pce::record(c.clone()).unwrap();
+        let w = Witness::synthesize(c).unwrap();
+        let full = evaluate(&pce, &w).unwrap();
+        let reads = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let source = {
+            let (pce, reads) = (pce.clone(), std::sync::Arc::clone(&reads));
+            crate::pce::MatrixSource::new("a copy", move || {
+                reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(pce.clone())
+            })
+        };
+        let released = pce.release_matrices(source);
+        assert!(released.a.cols.is_empty() && released.b.cols.is_empty());
+        let again = evaluate(&released, &w).unwrap();
+        assert_eq!((again.a, again.b, again.c), (full.a, full.b, full.c));
+        assert_eq!(reads.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // A source that fails is an error, not an evaluation of nothing.
+        let gone = pce.release_matrices(crate::pce::MatrixSource::new("a deleted file", || {
+            Err("no such file".to_owned())
+        }));
+        let msg = evaluate(&gone, &w).unwrap_err().to_string();
+        assert!(
+            msg.contains("a deleted file") && msg.contains("no such file"),
+            "{msg}"
+        );
     }
 
     #[test]

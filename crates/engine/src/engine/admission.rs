@@ -420,7 +420,22 @@ pub(super) fn try_admit(
     // recording stays within the budget. (A first recording cannot know
     // it; the crate docs say so.)
     let mut pre: Option<Charge> = None;
-    let source = match shared.pces.get(&job.shape) {
+    let cached = shared.pces.get(&job.shape).filter(|p| {
+        // Matrices released while every device keeps them: a job whose
+        // a/b/c the host evaluates reads them again (from the file, as
+        // when not cached; the entry then holds them again).
+        let host = p.is_released() && !shared.prover.abc_placement(p).on_device;
+        if host {
+            tracing::info!(
+                job = job.id.0,
+                shape = %job.shape,
+                "the PCE's matrices were released from host memory and this job's a/b/c are \
+                 evaluated on the host: reading them again"
+            );
+        }
+        !host
+    });
+    let source = match cached {
         Some(p) => PceSource::Cached(p),
         None => match disk_pce(shared, &job.shape) {
             Some((path, info)) => PceSource::Disk(path, info),
@@ -578,6 +593,15 @@ pub(super) fn try_admit(
     // device its partitions need no a/b/c buffers on the host, so their
     // working set is the witness (what was charged beyond it goes back).
     let placement = shared.prover.abc_placement(&pce);
+    if !placement.on_device && pce.is_released() {
+        // The device's room changed since the check above: once more, so
+        // the host's SpMV gets the matrices read again (the charge goes).
+        tracing::info!(
+            job = job.id.0,
+            "a/b/c moved to the host during admission; admitting again with the PCE's matrices"
+        );
+        return Err(AdmitError::Retry);
+    }
     tracing::info!(
         job = job.id.0,
         on_device = placement.on_device,

@@ -23,6 +23,9 @@ pub struct ResolvedConfig {
     pub synthesis_ahead: usize,
     pub host_memory_budget: u64,
     pub pce_cache_dir: Option<PathBuf>,
+    /// Drop a PCE's matrices from host memory while every device keeps
+    /// them (read again from `pce_cache_dir` where needed).
+    pub release_host_pce: bool,
     pub params_subgroup_check: bool,
 }
 /// Builds an [`Engine`] with a given prover and devices (the GPU backend
@@ -177,6 +180,7 @@ impl EngineBuilder {
             synthesis_ahead: ahead,
             host_memory_budget: budget_bytes,
             pce_cache_dir: config.pce_cache_dir.clone(),
+            release_host_pce: config.release_host_pce,
             params_subgroup_check: config.params_subgroup_check,
         };
         tracing::info!(config = ?resolved, "engine starting");

@@ -16,6 +16,7 @@
 
 mod admission;
 mod builder;
+mod host_pce;
 mod job;
 mod loader;
 mod park;

@@ -390,10 +390,12 @@ pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
         flight,
     } = task;
     match synthesize(shared, index, &job, partition, witness, ws, flight) {
-        Ok(Some(work)) => {
+        Ok(Some(mut work)) => {
             let Some(gpu) = job.gpu_job() else {
                 return;
             };
+            // Every device keeps the PCE: its matrices may leave host memory.
+            host_pce::release_if_held(shared, index, &mut work);
             // What the prover holds once for this shape is a standing
             // reservation; the partition reserves only its own buffers.
             let once = shared.prover.shared_device_bytes(&work.pce);

@@ -98,6 +98,15 @@ impl Provers {
         self.by_device.iter().map(|(_, p)| p.release_unused()).sum()
     }
 
+    /// Whether every device's prover keeps `pce`'s matrices on its device
+    /// ([`Prover::holds_pce`]).
+    pub(crate) fn hold_pce(&self, pce: &Pce) -> bool {
+        if self.by_device.is_empty() {
+            return self.first.holds_pce(pce);
+        }
+        self.by_device.iter().all(|(_, p)| p.holds_pce(pce))
+    }
+
     /// Every device's prover frees all it keeps that no proof is using
     /// ([`Prover::release_idle`]); the bytes freed.
     pub(crate) fn release_idle(&self) -> u64 {

@@ -279,6 +279,13 @@ impl Prover for GpuProver {
         self.shared_bytes(pce, self.stages_on_device(pce))
     }
 
+    fn holds_pce(&self, pce: &Pce) -> bool {
+        let key = crate::spmv::PceShapeKey::of(pce);
+        self.pces
+            .lock()
+            .is_ok_and(|c| c.iter().any(|d| *d.key() == key))
+    }
+
     fn abc_placement(&self, pce: &Pce) -> AbcPlacement {
         let ordinal = self.gpu.ordinal();
         if !self.options.gpu_abc {

@@ -57,6 +57,7 @@ impl QapScalars {
 /// that no constraint uses).
 pub fn evaluate_qap(pce: &Pce, waste: &ToxicWaste) -> Result<QapScalars> {
     let _s = tracing::info_span!("setup_qap", constraints = pce.num_constraints()).entered();
+    let pce = &*pce.with_matrices()?;
     let gamma_inv: Scalar =
         Option::from(waste.gamma.invert()).ok_or(Groth16Error::DegenerateToxicWaste {
             what: "gamma is zero",

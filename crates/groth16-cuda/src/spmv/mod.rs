@@ -17,7 +17,7 @@
 
 pub mod layout;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use blstrs::Scalar;
 use cuzk_synth::{Csr, Pce};
@@ -56,7 +56,7 @@ impl PceShapeKey {
             num_inputs: pce.num_inputs,
             num_aux: pce.num_aux,
             rows: pce.num_constraints(),
-            nnz: [pce.a.nnz(), pce.b.nnz(), pce.c.nnz()],
+            nnz: pce.nnz(),
             coefficients: pce.coeff_table.len(),
             fingerprint: pce.fingerprint(),
         }
@@ -116,15 +116,41 @@ fn columns(pce: &Pce) -> usize {
 /// Bytes of device memory [`DevicePce::upload`] will allocate for `pce`:
 /// the coefficient table and, per matrix, its row pointers, words and lists
 /// of long rows. Reads the row pointers and coefficient indices (in
-/// parallel). For a PCE the layout refuses, an estimate of the same order.
+/// parallel) and keeps the figure by the PCE's [`PceShapeKey`], so a PCE
+/// whose matrices were released from host memory
+/// ([`Pce::release_matrices`]) gets the figure of its whole self; one never
+/// measured whole gets an estimate from its counts. For a PCE the layout
+/// refuses, an estimate of the same order.
 pub fn device_bytes(pce: &Pce) -> u64 {
+    static MEASURED: Mutex<Vec<(PceShapeKey, u64)>> = Mutex::new(Vec::new());
+    let key = PceShapeKey::of(pce);
+    let measured = |m: &Mutex<Vec<(PceShapeKey, u64)>>| {
+        let m = m.lock().unwrap_or_else(PoisonError::into_inner);
+        m.iter().find(|(k, _)| *k == key).map(|&(_, b)| b)
+    };
+    if let Some(bytes) = measured(&MEASURED) {
+        return bytes;
+    }
     let table = pce.coeff_table.len().max(1) as u64 * 32;
+    let estimate = |nnz: usize| (pce.num_constraints() as u64 + 1 + 2 * nnz as u64) * 4;
+    if pce.is_released() {
+        return table + pce.nnz().iter().map(|&n| estimate(n)).sum::<u64>();
+    }
     let matrix = |m: &Csr| {
         layout::matrix_size(m, "")
             .map(|s| s.device_bytes())
-            .unwrap_or((m.row_ptr.len() as u64 + 2 * m.nnz() as u64) * 4)
+            .unwrap_or_else(|_| estimate(m.nnz()))
     };
-    table + matrix(&pce.a) + matrix(&pce.b) + matrix(&pce.c)
+    let bytes = table + matrix(&pce.a) + matrix(&pce.b) + matrix(&pce.c);
+    let mut m = MEASURED.lock().unwrap_or_else(PoisonError::into_inner);
+    if !m.iter().any(|(k, _)| *k == key) {
+        // A handful of shapes per process; the oldest goes past 64.
+        if m.len() >= 64 {
+            m.remove(0);
+        }
+        m.push((key, bytes));
+    }
+    bytes
 }
 
 /// Bytes of device memory of one evaluation's a, b and c over a domain of
@@ -144,6 +170,8 @@ impl DevicePce {
     pub fn upload(gpu: &Arc<Gpu>, pce: &Pce) -> Result<DevicePce> {
         let rows = pce.num_constraints();
         let _s = tracing::info_span!("spmv_upload", rows).entered();
+        // Matrices released from host memory are read again for the upload.
+        let pce = &*pce.with_matrices()?;
         check_pce(pce)?;
         let key = PceShapeKey::of(pce);
         let table = gpu.upload(&pce.coeff_table)?;
@@ -483,6 +511,7 @@ impl GpuSpmv {
 /// ([`layout::evaluate_packed`]) for the witness `[inputs | aux]` = `w`,
 /// each output `m` long.
 pub fn evaluate_host(pce: &Pce, w: &[Scalar], m: usize) -> Result<[Vec<Scalar>; 3]> {
+    let pce = &*pce.with_matrices()?;
     check_pce(pce)?;
     if w.len() != columns(pce) {
         return Err(bad(format!(
@@ -604,6 +633,7 @@ mod tests {
             b_input_density: Density::new(0),
             b_aux_density: Density::new(0),
             names: None,
+            released: None,
             memo: Default::default(),
         }
     }

@@ -175,6 +175,7 @@ fn random_pce(rng: &mut ChaCha20Rng, rows: usize, columns: usize) -> Pce {
         b_input_density: Density::new(0),
         b_aux_density: Density::new(0),
         names: None,
+        released: None,
         memo: Default::default(),
     }
 }

@@ -9,6 +9,7 @@
 mod device_memory;
 mod failures;
 mod host_memory;
+mod host_pce;
 mod params_and_pce;
 mod proofs;
 mod scheduling;
