@@ -81,6 +81,45 @@ fn gpu_backend_job(gpu_abc: bool, staging: GpuStaging, pin_abc: bool) {
     assert_eq!(stats.dispatch_in_flight, 0);
 }
 
+/// With `pce_cache_dir`, the GPU that keeps a shape's PCE lets the engine
+/// release its host matrices (`release_host_pce`): a `pce_release` span, the
+/// cache charged for the PCE without them, and later jobs prove from the
+/// GPU's copy without reading the file; every proof bellperson's. (The
+/// first job's partitions may all be synthesized before its first puts the
+/// PCE on the GPU: the second job's release it.)
+#[test]
+fn a_pce_the_gpu_keeps_leaves_host_memory() {
+    let Some(_) = gpu_or_skip("a_pce_the_gpu_keeps_leaves_host_memory") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineConfig {
+        backend: Backend::Gpu,
+        workers_per_device: Auto::Value(2),
+        pce_cache_dir: Some(dir.path().join("pce")),
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let spec = "porep:10";
+    let mut rng = ChaCha20Rng::seed_from_u64(23);
+    prove_and_check(&engine, dir.path(), spec, &[3, 1, 4, 1, 5, 9], &mut rng);
+    prove_and_check(&engine, dir.path(), spec, &[2, 6, 5], &mut rng);
+    let whole = cuzk_synth::Pce::record(builtin(spec, 0)).unwrap();
+    let light = (whole.bytes() - whole.matrix_bytes()) as u64;
+    let pces = engine.status().pces;
+    assert_eq!((pces.len(), pces[0].bytes), (1, light), "{pces:?}");
+    let spans = engine.timeline().snapshot().spans;
+    let released = spans
+        .iter()
+        .filter(|s| s.stage == cuzk_engine::timeline::PCE_RELEASE)
+        .count();
+    assert_eq!(released, 1);
+    let loads = engine.stats().pce_loaded_from_disk;
+    prove_and_check(&engine, dir.path(), spec, &[2, 7, 1, 8], &mut rng);
+    assert_eq!(engine.stats().pce_loaded_from_disk, loads);
+    assert_eq!(engine.status().pces[0].bytes, light);
+}
+
 /// Two GPUs: one engine with `gpus = [0, 1]` and two workers per GPU proves
 /// a 12-partition job; every proof equals bellperson's `create_proof` with
 /// the same r and s and verifies, both GPUs ran kernel regions, and each

@@ -193,6 +193,45 @@ fn random_witness(rng: &mut ChaCha20Rng, pce: &Pce) -> Witness {
     }
 }
 
+/// A PCE whose matrices were released from host memory uploads them from
+/// its source (read again, checked) and evaluates as the whole PCE does,
+/// under the same key and device bytes; a source that fails is an error
+/// naming it, and nothing is uploaded.
+#[test]
+fn a_released_pce_uploads_from_its_source() -> Result<()> {
+    let Some((gpu, spmv)) = setup("a_released_pce_uploads_from_its_source") else {
+        return Ok(());
+    };
+    let mut rng = ChaCha20Rng::seed_from_u64(0x7e1e);
+    let pce = random_pce(&mut rng, 1000, 700);
+    let w = random_witness(&mut rng, &pce);
+    let m = pce.domain_size();
+    let whole = DevicePce::upload(&gpu, &pce)?;
+    let bytes = spmv::device_bytes(&pce);
+    let copy = pce.clone();
+    let released = pce.release_matrices(cuzk_synth::MatrixSource::new("a copy", move || {
+        Ok(copy.clone())
+    }));
+    assert_eq!(spmv::device_bytes(&released), bytes);
+    let again = DevicePce::upload(&gpu, &released)?;
+    assert_eq!(again.key(), whole.key());
+    assert_eq!(again.key(), &PceShapeKey::of(&released));
+    assert_eq!(again.device_bytes(), bytes);
+    let wd = gpu.upload(&witness_vec(&w))?;
+    let (a, b, c) = spmv.evaluate(&whole, &wd, m)?;
+    let (a2, b2, c2) = spmv.evaluate(&again, &wd, m)?;
+    assert_eq!(
+        (a.download()?, b.download()?, c.download()?),
+        (a2.download()?, b2.download()?, c2.download()?)
+    );
+    let gone = pce.release_matrices(cuzk_synth::MatrixSource::new("a deleted file", || {
+        Err("no such file".into())
+    }));
+    let err = DevicePce::upload(&gpu, &gone).unwrap_err();
+    assert!(err.to_string().contains("a deleted file"), "{err}");
+    Ok(())
+}
+
 #[test]
 fn spmv_matches_cpu_on_random_matrices() -> Result<()> {
     let Some((gpu, spmv)) = setup("spmv_matches_cpu_on_random_matrices") else {
