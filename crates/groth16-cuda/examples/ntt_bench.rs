@@ -273,8 +273,10 @@ fn main() -> Result<()> {
         let cpu = Stat::of(t);
         eprintln!("2^{log2}: CPU {:.3} s", cpu.median);
 
-        // Device-resident.
-        let plan = DomainPlan::new(log2)?;
+        // Device-resident, the default configuration's plan (its launches
+        // are timed one by one below, through the default `ntt`).
+        let plan = DomainPlan::with_layout(log2, ntt.config().tables)?
+            .with_fused_bitrev(ntt.config().fused_bitrev);
         let launches = plan.launches(Op::H);
         let bytes: u64 = launches.iter().map(Launch::bytes).sum();
         let muls: u64 = launches.iter().map(Launch::multiplications).sum();
