@@ -72,11 +72,26 @@ impl GpuProver {
         Ok(s)
     }
 
-    /// The shape's PCE on the device, uploaded now if needed.
+    /// The shape's PCE on the device, uploaded now if needed. Matrices
+    /// released from host memory are read again before the cache's lock is
+    /// taken (seconds at 32 GiB), so other workers asking the cache (their
+    /// lookups, `held_device_bytes` after each phase) do not wait for the
+    /// read.
     pub(super) fn device_pce(&self, pce: &Pce, key: &PceShapeKey) -> Result<Arc<DevicePce>> {
+        let resident = |cache: &[Arc<DevicePce>]| cache.iter().find(|d| d.key() == key).cloned();
+        let whole;
+        let pce = if pce.is_released() {
+            if let Some(d) = resident(&self.pces.lock().map_err(|_| poisoned())?) {
+                return Ok(d);
+            }
+            whole = pce.with_matrices()?;
+            &*whole
+        } else {
+            pce
+        };
         let mut cache = self.pces.lock().map_err(|_| poisoned())?;
-        if let Some(d) = cache.iter().find(|d| d.key() == key) {
-            return Ok(d.clone());
+        if let Some(d) = resident(&cache) {
+            return Ok(d);
         }
         self.gpu.ensure_free(crate::spmv::device_bytes(pce), || {
             "to keep the circuit's matrices (PCE) on the device".into()

@@ -648,6 +648,47 @@ fn gpu_abc_refuses_an_unsatisfying_witness() {
     }
 }
 
+/// A PCE whose matrices were released from host memory: the prover that
+/// does not hold it on the device reads them again from the source once,
+/// uploads them, says it holds the PCE, and proves byte-identical to
+/// bellperson; later proofs read nothing.
+#[test]
+fn a_released_pce_is_read_again_once_for_the_device() {
+    let _device = shared();
+    let Some(_) = gpu_or_skip("a_released_pce_is_read_again_once_for_the_device") else {
+        return;
+    };
+    let gpu = GpuProver::new(0).unwrap();
+    let mut rng = ChaCha20Rng::seed_from_u64(9);
+    let spec: CircuitSpec = "porep:10".parse().unwrap();
+    let params: Parameters<Bls12> = generate_random_parameters(spec.build(0), &mut rng).unwrap();
+    let pce = Pce::record(spec.build(0)).unwrap();
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let source = {
+        let (pce, reads) = (pce.clone(), Arc::clone(&reads));
+        cuzk_synth::MatrixSource::new("a copy", move || {
+            reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(pce.clone())
+        })
+    };
+    let released = pce.release_matrices(source);
+    assert!(!gpu.holds_pce(&released));
+    for seed in [3u64, 5] {
+        let witness = Witness::synthesize(spec.build(seed)).unwrap();
+        let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+        let input = ProverInput {
+            pce: &released,
+            witness: &witness,
+            abc: AbcInput::FromPce,
+        };
+        let ours = gpu.prove(input, &params, r, s).unwrap();
+        let theirs = create_proof(spec.build(seed), &params, r, s).unwrap();
+        assert_eq!(bytes(&ours.proof), bytes(&theirs), "seed {seed}");
+        assert!(gpu.holds_pce(&released) && gpu.holds_pce(&pce));
+    }
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 /// Where a/b/c are evaluated is reported with its reason: off by option,
 /// on the device when the PCE fits (and then resident after a proof).
 #[test]
