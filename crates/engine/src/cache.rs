@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use bellperson::groth16::Parameters;
 use blstrs::{G1Affine, G2Affine};
@@ -98,11 +98,11 @@ struct Entry<T> {
 pub(crate) struct Cache<K, T> {
     entries: Mutex<HashMap<K, Entry<T>>>,
     tick: AtomicU64,
-    /// Values replaced by lighter ones ([`Cache::replace_lighter`]) and
-    /// still held by someone, each with the part of its charge the lighter
-    /// value does not need: released once nobody holds it
-    /// ([`Cache::sweep`]).
-    retired: Mutex<Vec<(Arc<T>, Charge)>>,
+    /// Values replaced by lighter ones ([`Cache::replace_lighter`]), held
+    /// weakly (freed with their last holder), each with the part of its
+    /// charge the lighter value does not need: released by the first
+    /// [`Cache::sweep`] after that.
+    retired: Mutex<Vec<(Weak<T>, Charge)>>,
 }
 
 impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
@@ -114,15 +114,15 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
         }
     }
 
-    fn retired(&self) -> MutexGuard<'_, Vec<(Arc<T>, Charge)>> {
+    fn retired(&self) -> MutexGuard<'_, Vec<(Weak<T>, Charge)>> {
         self.retired.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Puts `new` in `key`'s place if its value is still `old`, keeping
     /// `keep` bytes of the entry's charge for it. The rest of the charge
-    /// stays with `old` until its last holder drops it ([`Cache::sweep`]),
-    /// so the budget counts the memory until it is free. Returns whether
-    /// the value was replaced.
+    /// stays until `old`'s last holder has dropped it (the cache keeps it
+    /// only weakly) and a [`Cache::sweep`] sees that, so the budget counts
+    /// the memory until it is free. Returns whether the value was replaced.
     pub(crate) fn replace_lighter(&self, key: &K, old: &Arc<T>, new: Arc<T>, keep: u64) -> bool {
         let retired = {
             let mut entries = self.lock();
@@ -137,25 +137,32 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
             let freed = e.charge.split(rest, kind);
             (std::mem::replace(&mut e.value, new), freed)
         };
-        self.retired().push(retired);
+        let (value, charge) = retired;
+        self.retired().push((Arc::downgrade(&value), charge));
+        // The cache's hold goes now (a large free when it was the last).
+        drop(value);
         self.sweep();
         true
     }
 
-    /// Releases the charges of replaced values nobody holds any more;
-    /// returns their bytes.
+    /// Releases the charges of replaced values nobody holds any more
+    /// (their memory is free already); returns their bytes. Cheap: called
+    /// on every lookup.
     pub(crate) fn sweep(&self) -> u64 {
-        let gone: Vec<(Arc<T>, Charge)> = {
+        let gone: Vec<(Weak<T>, Charge)> = {
             let mut retired = self.retired();
+            if retired.is_empty() {
+                return 0;
+            }
             let (gone, kept) = std::mem::take(&mut *retired)
                 .into_iter()
-                .partition(|(v, _)| Arc::strong_count(v) == 1);
+                .partition(|(v, _)| v.strong_count() == 0);
             *retired = kept;
             gone
         };
         let bytes = gone.iter().map(|(_, c)| c.bytes()).sum();
-        // Dropped outside the lock: large frees, and charges take the
-        // budget's lock.
+        // Dropped outside the lock: charges take the budget's lock (and
+        // wake its waiters).
         drop(gone);
         bytes
     }
@@ -176,6 +183,7 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
 
     /// The value, now held by the caller (so not idle until dropped).
     pub(crate) fn get(&self, key: &K) -> Option<Arc<T>> {
+        self.sweep();
         let tick = self.tick();
         let mut entries = self.lock();
         let e = entries.get_mut(key)?;
@@ -230,7 +238,7 @@ impl<K: std::hash::Hash + Eq + Clone, T> Cache<K, T> {
         let retired: u64 = self
             .retired()
             .iter()
-            .filter(|(v, _)| Arc::strong_count(v) == 1)
+            .filter(|(v, _)| v.strong_count() == 0)
             .map(|(_, c)| c.bytes())
             .sum();
         retired

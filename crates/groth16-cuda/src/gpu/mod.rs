@@ -65,6 +65,10 @@ pub struct GpuProver {
     spmv: GpuSpmv,
     /// PCEs resident for GPU a/b/c, one per shape.
     pces: Mutex<Vec<Arc<DevicePce>>>,
+    /// Taken by the one worker reading a released PCE's matrices again for
+    /// an upload ([`GpuProver::device_pce`]), so a GPU's two workers never
+    /// read the same file at once; lookups in `pces` do not wait for it.
+    pce_reload: Mutex<()>,
     params: Mutex<Vec<Arc<ResidentParams>>>,
     /// Streamed sets' page-locked host queries.
     pinned: Mutex<Vec<Arc<PinnedQueries>>>,
@@ -122,6 +126,7 @@ impl GpuProver {
             msm: GpuMsm::with_config(gpu.clone(), msm_config),
             spmv: GpuSpmv::new(gpu.clone()),
             pces: Mutex::new(Vec::new()),
+            pce_reload: Mutex::new(()),
             gpu,
             params: Mutex::new(Vec::new()),
             pinned: Mutex::new(Vec::new()),

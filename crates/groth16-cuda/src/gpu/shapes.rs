@@ -73,14 +73,20 @@ impl GpuProver {
     }
 
     /// The shape's PCE on the device, uploaded now if needed. Matrices
-    /// released from host memory are read again before the cache's lock is
-    /// taken (seconds at 32 GiB), so other workers asking the cache (their
-    /// lookups, `held_device_bytes` after each phase) do not wait for the
-    /// read.
+    /// released from host memory are read again (seconds at 32 GiB) by one
+    /// worker at a time, under `pce_reload` rather than the cache's lock:
+    /// other workers' lookups and `held_device_bytes` after each phase do
+    /// not wait for the read, and a second worker needing the same PCE
+    /// waits for the first's upload instead of reading the file too.
     pub(super) fn device_pce(&self, pce: &Pce, key: &PceShapeKey) -> Result<Arc<DevicePce>> {
         let resident = |cache: &[Arc<DevicePce>]| cache.iter().find(|d| d.key() == key).cloned();
-        let whole;
+        let (_reload, whole);
         let pce = if pce.is_released() {
+            if let Some(d) = resident(&self.pces.lock().map_err(|_| poisoned())?) {
+                return Ok(d);
+            }
+            _reload = self.pce_reload.lock().map_err(|_| poisoned())?;
+            // Uploaded by the worker this one waited for?
             if let Some(d) = resident(&self.pces.lock().map_err(|_| poisoned())?) {
                 return Ok(d);
             }
