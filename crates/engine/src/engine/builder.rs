@@ -229,6 +229,7 @@ impl EngineBuilder {
             held_once: HeldOnce::default(),
             loads: Loads::default(),
             loaders: Loaders::default(),
+            host_spmv: Mutex::new(()),
         });
         let weak = Arc::downgrade(&shared);
         let hook: EvictHook = Box::new(move |what, bytes, at| {

@@ -139,6 +139,11 @@ pub(crate) struct Shared {
     loads: Loads,
     /// The loaders of keys registered with `register_params_loader`.
     loaders: Loaders,
+    /// Held by a synthesis thread across a host SpMV and its satisfaction
+    /// check (a/b/c on the host): one at a time on all cores, so the
+    /// partition whose witness was done first is ready first (two at once
+    /// took twice as long each, and the GPU waited for both).
+    host_spmv: Mutex<()>,
 }
 /// How often the engine read a parameter file or got a PCE, since it
 /// started: what a cache that works keeps low.

@@ -530,6 +530,28 @@ pub(super) fn synthesize(
         None => AbcBuffers::lease(&shared.pool, pce.num_constraints()).map_err(pinned)?,
     };
     let abc = ws.abc.insert(abc);
+    // One host SpMV and check at a time (see `Shared::host_spmv`); the wait
+    // is in the timeline when there was one.
+    let gate = shared
+        .host_spmv
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let at = if at.elapsed() >= Duration::from_millis(1) {
+        timeline.record_noted(
+            job.id.0,
+            partition,
+            Lane::Host,
+            index,
+            "spmv wait",
+            at,
+            Some(Arc::from(
+                "another partition's host SpMV and check ran (one at a time on all cores)",
+            )),
+        )
+    } else {
+        // From the gate on: spans of two partitions' SpMVs never overlap.
+        Instant::now()
+    };
     {
         let (a, b, c) = abc.slices_mut().map_err(pinned)?;
         cuzk_synth::spmv::evaluate_into(&pce, &witness, a, b, c).map_err(synth_err)?;
@@ -547,7 +569,9 @@ pub(super) fn synthesize(
         let (a, b, c) = abc.slices().map_err(pinned)?;
         cuzk_synth::check_satisfied(&pce, a, b, c).map_err(synth_err)?;
     }
+    // Recorded before the gate opens: the next SpMV's span starts after it.
     timeline.record_since(job.id.0, partition, Lane::Host, index, "check", at);
+    drop(gate);
     Ok(Some(PartitionWork {
         job: Arc::clone(job),
         partition,

@@ -90,13 +90,33 @@ impl GpuProver {
     /// [`Prover::shared_device_bytes`] with partitions staged on the device
     /// (`on_device`) or in host memory.
     pub(super) fn shared_bytes(&self, pce: &Pce, on_device: bool) -> u64 {
+        let vectors = if on_device {
+            0
+        } else {
+            self.host_h_vectors(pce)
+        };
         kernel_region_bytes(
             pce.domain_log2(),
             pce.num_inputs + pce.num_aux,
             self.chunk_for(pce, on_device),
             &|chunk| self.msm.scratch_bound(chunk),
             self.options.params,
-            on_device,
+            vectors,
+            self.options.ntt,
+        )
+    }
+
+    /// Domain-sized vectors the kernel region of a partition of `pce`'s
+    /// shape staged in host memory allocates for H: [`host_h_vectors`] on
+    /// this (limited) card with its host-staged chunk.
+    pub(super) fn host_h_vectors(&self, pce: &Pce) -> u64 {
+        host_h_vectors(
+            pce.domain_log2(),
+            pce.num_inputs + pce.num_aux,
+            self.chunk_for(pce, false),
+            |chunk| self.msm.scratch_bound(chunk),
+            self.options.params,
+            self.card_total(),
             self.options.ntt,
         )
     }
@@ -138,35 +158,62 @@ fn host_staged_chunk(
 ) -> usize {
     let mut chunk = chunk;
     while chunk > 1 << 20
-        && kernel_region_bytes(log2, vars, chunk, &scratch, params, false, ntt) + STAGING_MARGIN
-            > total
+        && kernel_region_bytes(log2, vars, chunk, &scratch, params, 2, ntt) + STAGING_MARGIN > total
     {
         chunk /= 2;
     }
     chunk
 }
 
+/// Domain-sized vectors for H in the kernel region of a partition staged
+/// in host memory, with `chunk` bases per streamed chunk
+/// ([`host_staged_chunk`]): three when they fit a card of `total` bytes
+/// with the 1 GiB margin (c's copy then runs under b's transforms,
+/// [`GpuNtt::compute_h_three_buffers_with`]), else two (c's copy waits
+/// for `a *= b`). A 32 GiB PoRep partition: three on a 32 GiB card, two on
+/// a 16 GiB one.
+///
+/// [`GpuNtt::compute_h_three_buffers_with`]: crate::ntt::GpuNtt::compute_h_three_buffers_with
+fn host_h_vectors(
+    log2: u32,
+    vars: usize,
+    chunk: usize,
+    scratch: impl Fn(usize) -> u64,
+    params: ParamsPlacement,
+    total: u64,
+    ntt: NttConfig,
+) -> u64 {
+    let three = kernel_region_bytes(log2, vars, chunk, &scratch, params, 3, ntt);
+    if three + STAGING_MARGIN <= total {
+        3
+    } else {
+        2
+    }
+}
+
 /// What a prover keeps on the device for the kernel regions of partitions
 /// of a 2^log2 domain and `vars` variables ([`Prover::shared_device_bytes`]),
 /// with `chunk` bases per streamed chunk, the MSMs' scratch bound
-/// `scratch`, parameters placed `params` and partitions staged on the
-/// device (`on_device`) or in host memory.
+/// `scratch`, parameters placed `params`, and partitions staged on the
+/// device (`host_vectors` 0) or in host memory, where H takes
+/// `host_vectors` (2 or 3) domain-sized vectors in the region.
 fn kernel_region_bytes(
     log2: u32,
     vars: usize,
     chunk: usize,
     scratch: &impl Fn(usize) -> u64,
     params: ParamsPlacement,
-    on_device: bool,
+    host_vectors: u64,
     ntt: NttConfig,
 ) -> u64 {
+    let on_device = host_vectors == 0;
     // The NTT's tables of the domain; the MSMs' scratch (kept by GpuMsm
     // across proofs) for the whole query when the parameters may be
     // resident, for a chunk when they are streamed; for streamed MSMs
     // the two chunk buffers (of G2 bases at most: at the switch from G1
     // two G1 buffers and one G2; the scalars are read in place); with host
-    // staging, the kernel region's two domain-sized vectors (H's; the
-    // witness comes after h is freed). One of each per prover, used
+    // staging, the kernel region's two or three domain-sized vectors (H's;
+    // the witness comes after all but h are freed). One of each per prover, used
     // inside the kernel region, which one partition at a time runs.
     let m = 1usize << log2;
     let chunk = chunk.min(m.max(vars));
@@ -178,7 +225,7 @@ fn kernel_region_bytes(
     } else {
         scratch(m.max(vars))
     };
-    let vectors = if on_device { 0 } else { 2 * m as u64 * 32 };
+    let vectors = host_vectors * m as u64 * 32;
     ntt_table_bytes(log2, ntt) + scratch + chunks + vectors
 }
 
@@ -209,7 +256,7 @@ mod tests {
     /// What the kernel region keeps and whether partitions are staged on
     /// the device, as a prover on a card of `total` bytes decides (its MSM
     /// configuration and chunk follow the card).
-    fn decide(log2: u32, vars: usize, total: u64) -> (bool, u64, u64, usize) {
+    fn decide(log2: u32, vars: usize, total: u64) -> (bool, u64, u64, usize, u64) {
         let msm = MsmConfig::for_device_memory(total);
         let scratch = |chunk| msm.scratch_bound(chunk);
         let chunk = stream_chunk_for_device_memory(total);
@@ -224,21 +271,34 @@ mod tests {
             ntt,
         );
         assert!(host_chunk <= chunk && host_chunk.is_power_of_two());
+        let vectors = host_h_vectors(
+            log2,
+            vars,
+            host_chunk,
+            scratch,
+            ParamsPlacement::Auto,
+            total,
+            ntt,
+        );
         let shared = |on_device| {
-            let chunk = if on_device { chunk } else { host_chunk };
+            let (chunk, vectors) = if on_device {
+                (chunk, 0)
+            } else {
+                (host_chunk, vectors)
+            };
             kernel_region_bytes(
                 log2,
                 vars,
                 chunk,
                 &scratch,
                 ParamsPlacement::Auto,
-                on_device,
+                vectors,
                 ntt,
             )
         };
         let staged = (3u64 << log2) * 32 + vars as u64 * 32;
         let device = stage_on_device(staged, shared(true), total);
-        (device, shared(true), shared(false), host_chunk)
+        (device, shared(true), shared(false), host_chunk, vectors)
     }
 
     /// A 32 GiB PoRep partition (2^27 domain, 130,278,869 variables + 1
@@ -250,12 +310,18 @@ mod tests {
     fn big_partitions_wait_in_host_memory_on_small_cards() {
         let vars = 130_278_869 + 1;
         for card in [16 * GIB, 32 * GIB] {
-            let (device, _, host_region, chunk) = decide(27, vars, card);
+            let (device, _, host_region, chunk, vectors) = decide(27, vars, card);
             assert!(!device, "{card}: two 17 GB partitions cannot be staged");
             eprintln!(
-                "{} GiB: host-staged chunks of {chunk}, region {host_region}",
+                "{} GiB: host-staged chunks of {chunk}, {vectors} vectors for H, region \
+                 {host_region}",
                 card / GIB
             );
+            // A third vector for H (c's copy under b's transforms) fits
+            // beside the largest chunks on 32 GiB, not on 16 GiB; the chunk
+            // is chosen first, with two.
+            let want = if card == 16 * GIB { 2 } else { 3 };
+            assert_eq!(vectors, want, "{} GiB", card / GIB);
             // The MSM scratch of a chunk (its buckets too: a carried MSM's
             // windows are never wider than a chunk's) is small beside the
             // vectors: chunks of 2^23 bases on 16 GiB, 2^24 (the most) on
@@ -281,6 +347,36 @@ mod tests {
             assert!(device || !was, "{gib} GiB");
             was = device;
         }
+    }
+
+    /// Three vectors exactly when the region with three and the margin fit
+    /// the card: at the boundary byte, one byte less gives two.
+    #[test]
+    fn a_third_h_vector_only_where_it_fits() {
+        let (log2, vars, chunk) = (20, 1 << 20, 1 << 20);
+        let scratch = |c: usize| c as u64 * 8;
+        let ntt = NttConfig::default();
+        let region =
+            |v| kernel_region_bytes(log2, vars, chunk, &scratch, ParamsPlacement::Auto, v, ntt);
+        // Each vector is m scalars of 32 bytes.
+        assert_eq!(region(3) - region(2), 32 << log2);
+        assert_eq!(region(2) - region(0), 64 << log2);
+        let fit = region(3) + STAGING_MARGIN;
+        let vectors = |total| {
+            host_h_vectors(
+                log2,
+                vars,
+                chunk,
+                scratch,
+                ParamsPlacement::Auto,
+                total,
+                ntt,
+            )
+        };
+        assert_eq!(vectors(fit), 3);
+        assert_eq!(vectors(fit - 1), 2);
+        assert_eq!(vectors(0), 2, "an unknown card size takes two");
+        assert_eq!(vectors(u64::MAX), 3);
     }
 
     /// The NTT's tables are a few square-root-sized tables, not twiddles

@@ -137,30 +137,14 @@ impl GpuNtt {
         copy: &Arc<CudaStream>,
         upload: &HostUpload<'_>,
     ) -> Result<DeviceBuffer<Scalar>> {
-        if log2 > MAX_LOG2 {
-            return Err(Groth16Error::NttSize {
-                detail: format!("h over 2^{log2}; the NTT takes up to 2^{MAX_LOG2}"),
-            });
-        }
-        let m = 1usize << log2;
-        let n = a.len();
-        if b.len() != n || c.len() != n || n > m {
-            return Err(Groth16Error::NttSize {
-                detail: format!(
-                    "a, b, c of {}, {}, {} elements over a domain of 2^{log2} (the same length \
-                     n <= m = {m} for each)",
-                    n,
-                    b.len(),
-                    c.len()
-                ),
-            });
-        }
-        let _s = tracing::debug_span!("ntt_h_two_buffers", log2, n).entered();
+        check_host_abc(a, b, c, log2)?;
+        let _s = tracing::debug_span!("ntt_h_two_buffers", log2, n = a.len()).entered();
         let main = Arc::clone(self.gpu.stream());
+        let m = 1usize << log2;
         let mut x = self.gpu.alloc_zeros::<Scalar>(m)?;
         let mut y = self.gpu.alloc_zeros::<Scalar>(m)?;
         let result =
-            self.h_two_buffers_queued([a, b, c], log2, [&main, copy], upload, &mut x, &mut y);
+            self.h_two_buffers_queued([a, b, c], log2, [&main, copy], upload, &mut x, &mut y, None);
         // The host slices may be released once this returns.
         let waited = copy
             .synchronize()
@@ -170,6 +154,48 @@ impl GpuNtt {
         Ok(x)
     }
 
+    /// [`GpuNtt::compute_h_two_buffers_with`] with a third device vector
+    /// for c, where the card has room for it: the same launches in the same
+    /// order (so h is the same to the bit), but c's copy no longer waits for
+    /// `a *= b` to free b's buffer. It is queued on `copy` right after b's
+    /// and runs under b's transforms; only a's copy is left before the
+    /// first transform. The third vector is freed before this returns.
+    pub fn compute_h_three_buffers_with(
+        &self,
+        a: &[Scalar],
+        b: &[Scalar],
+        c: &[Scalar],
+        log2: u32,
+        copy: &Arc<CudaStream>,
+        upload: &HostUpload<'_>,
+    ) -> Result<DeviceBuffer<Scalar>> {
+        check_host_abc(a, b, c, log2)?;
+        let _s = tracing::debug_span!("ntt_h_three_buffers", log2, n = a.len()).entered();
+        let main = Arc::clone(self.gpu.stream());
+        let m = 1usize << log2;
+        let mut x = self.gpu.alloc_zeros::<Scalar>(m)?;
+        let mut y = self.gpu.alloc_zeros::<Scalar>(m)?;
+        let mut z = self.gpu.alloc_zeros::<Scalar>(m)?;
+        let result = self.h_two_buffers_queued(
+            [a, b, c],
+            log2,
+            [&main, copy],
+            upload,
+            &mut x,
+            &mut y,
+            Some(&mut z),
+        );
+        let waited = copy
+            .synchronize()
+            .map_err(cuda_error("waiting for the copy stream"));
+        result.and(waited)?;
+        drop((y, z));
+        Ok(x)
+    }
+
+    /// The launches of H from host vectors in `x` and `y`, and c in `z`
+    /// when there is a third vector (else in `y` once `a *= b` has read it).
+    #[allow(clippy::too_many_arguments)]
     fn h_two_buffers_queued(
         &self,
         [a, b, c]: [&[Scalar]; 3],
@@ -178,6 +204,7 @@ impl GpuNtt {
         upload: &HostUpload<'_>,
         x: &mut DeviceBuffer<Scalar>,
         y: &mut DeviceBuffer<Scalar>,
+        z: Option<&mut DeviceBuffer<Scalar>>,
     ) -> Result<()> {
         self.gpu.bind("uploading a, b, c for the NTT")?;
         if !Arc::ptr_eq(main, copy) {
@@ -198,10 +225,21 @@ impl GpuNtt {
         // and the next upload into y after those reads.
         upload(copy, y, b)?;
         self.run(&domain, &coset, y, None, None)?;
-        self.pointwise(x, y, Pointwise::Mul)?;
-        upload(copy, y, c)?;
-        self.run(&domain, &coset, y, None, None)?;
-        self.pointwise(x, y, Pointwise::Sub)?;
+        match z {
+            Some(z) => {
+                // Queued behind b's copy: under b's transforms.
+                upload(copy, z, c)?;
+                self.pointwise(x, y, Pointwise::Mul)?;
+                self.run(&domain, &coset, z, None, None)?;
+                self.pointwise(x, z, Pointwise::Sub)?;
+            }
+            None => {
+                self.pointwise(x, y, Pointwise::Mul)?;
+                upload(copy, y, c)?;
+                self.run(&domain, &coset, y, None, None)?;
+                self.pointwise(x, y, Pointwise::Sub)?;
+            }
+        }
         self.run(
             &domain,
             &domain.plan.launches(Op::HFinish),
@@ -364,6 +402,29 @@ impl GpuNtt {
         *slot = Some(Arc::clone(&stream));
         Ok(stream)
     }
+}
+
+/// Host a, b, c for H over a domain of 2^log2: the same length n <= m each.
+fn check_host_abc(a: &[Scalar], b: &[Scalar], c: &[Scalar], log2: u32) -> Result<()> {
+    if log2 > MAX_LOG2 {
+        return Err(Groth16Error::NttSize {
+            detail: format!("h over 2^{log2}; the NTT takes up to 2^{MAX_LOG2}"),
+        });
+    }
+    let m = 1usize << log2;
+    let n = a.len();
+    if b.len() != n || c.len() != n || n > m {
+        return Err(Groth16Error::NttSize {
+            detail: format!(
+                "a, b, c of {}, {}, {} elements over a domain of 2^{log2} (the same length \
+                 n <= m = {m} for each)",
+                n,
+                b.len(),
+                c.len()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The log2 domain size of `compute_h` for a, b, c (bellperson's rule).

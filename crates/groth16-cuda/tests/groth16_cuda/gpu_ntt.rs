@@ -115,6 +115,28 @@ fn check_h(ntt: &GpuNtt, what: &str, a: &[Scalar], b: &[Scalar], c: &[Scalar]) {
             got[i], want[i]
         );
     }
+    // Three vectors (c's copy under b's transforms), with plain copies and
+    // through the bounce buffers.
+    let plain =
+        |stream: &Arc<cudarc::driver::CudaStream>,
+         dst: &mut cuzk_groth16_cuda::cuda::DeviceBuffer<Scalar>,
+         src: &[Scalar]| { cuzk_groth16_cuda::ntt::upload_padded_on(stream, dst, src) };
+    let uploads: [(&cuzk_groth16_cuda::ntt::HostUpload<'_>, &str); 2] =
+        [(&plain, "plain copies"), (&upload, "bounce buffers")];
+    for (up, how) in uploads {
+        let h = ntt
+            .compute_h_three_buffers_with(a, b, c, log2, &copy, up)
+            .unwrap();
+        let mut got = h.download().unwrap();
+        assert_eq!(got.len(), 1 << log2, "{what}: three buffers' length");
+        got.truncate(want.len());
+        if let Some(i) = first_difference(&got, &want) {
+            panic!(
+                "{what}: three buffers, {how}: h[{i}] differs: got {:?}, want {:?}",
+                got[i], want[i]
+            );
+        }
+    }
 }
 
 #[test]

@@ -422,8 +422,13 @@ fn host_staging_gives_the_same_proofs() {
                 let out = p.prove(input, &params, r, s).unwrap();
                 assert_eq!(bytes(&out.proof), theirs, "{spec}: {what}, {how}");
                 let stages: Vec<&str> = out.timings.0.iter().map(|(s, _)| *s).collect();
-                for want in ["h (ntt, a/b/c from host)", "witness h2d (wait)"] {
-                    assert!(stages.contains(&want), "{spec}: {what}: {stages:?}");
+                // H from host vectors (with two or three on the device, as
+                // the card has room), the witness after it.
+                for want in ["h (ntt, a/b/c from host", "witness h2d (wait)"] {
+                    assert!(
+                        stages.iter().any(|s| s.starts_with(want)),
+                        "{spec}: {what}: {stages:?}"
+                    );
                 }
                 // The witness's upload ran beside MSM H, on a helper thread.
                 let beside = out.timings.overlapped();

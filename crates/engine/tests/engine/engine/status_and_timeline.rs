@@ -99,3 +99,57 @@ fn the_status_names_where_each_job_evaluates_abc_and_why() {
     assert_eq!(json["jobs"][0]["abc"]["on"], "host");
     assert_eq!(handle.wait_blocking().unwrap().len(), 3);
 }
+
+/// a/b/c on the host: one partition's SpMV and check at a time (the
+/// engine's gate), so the partition whose witness was done first has its
+/// a/b/c first. Eight partitions on four synthesis threads with room for
+/// all their witnesses at once (without the gate, their SpMVs overlapped
+/// here): no two partitions' [spmv, check] intervals overlap, and the
+/// partitions that found the gate taken say so in "spmv wait" spans.
+#[test]
+fn host_spmvs_run_one_at_a_time() {
+    let mut config = config(1024 * MIB);
+    config.synthesis_concurrency = cuzk_engine::Auto::Value(4);
+    config.synthesis_ahead = cuzk_engine::Auto::Value(8);
+    let engine = cuzk_engine::Engine::new(config).unwrap();
+    engine.register_params("p", params("porep:14")).unwrap();
+    let (proofs, _, timeline) = cuzk_engine::bench::run(
+        &engine,
+        &ShapeId::from("porep:14"),
+        &ParamsRef::Key("p".into()),
+        8,
+        |seed| builtin("porep:14", seed),
+    )
+    .unwrap();
+    assert_eq!(proofs.len(), 8);
+    // [start of spmv, end of check] of each partition.
+    let mut runs = Vec::new();
+    for spmv in timeline.spans.iter().filter(|s| s.stage == "spmv") {
+        let check = timeline
+            .spans
+            .iter()
+            .find(|s| s.stage == "check" && s.job == spmv.job && s.partition == spmv.partition)
+            .expect("a check after each spmv");
+        runs.push((spmv.start_us, check.end_us, spmv.job, spmv.partition));
+    }
+    assert_eq!(runs.len(), 8);
+    runs.sort();
+    for w in runs.windows(2) {
+        assert!(
+            w[0].1 <= w[1].0,
+            "partitions' host SpMVs overlap: {:?} and {:?}",
+            w[0],
+            w[1]
+        );
+    }
+    let waits: Vec<_> = timeline
+        .spans
+        .iter()
+        .filter(|s| s.stage == "spmv wait")
+        .collect();
+    for wait in &waits {
+        let note = wait.note.as_deref().unwrap_or_default();
+        assert!(note.contains("one at a time"), "{note}");
+    }
+    eprintln!("{} of 8 partitions waited for the gate", waits.len());
+}
