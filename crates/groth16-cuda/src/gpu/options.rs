@@ -42,12 +42,15 @@ pub enum Staging {
     /// partitions of a 32 GiB PoRep (17 GB each) need 34 GB.
     Device,
     /// In host memory: a, b, c are evaluated on the CPU and uploaded in the
-    /// kernel region, where H is computed with two vectors on the device at
-    /// once ([`GpuNtt::compute_h_two_buffers`]: each one's copy under the
-    /// previous one's transform) and the witness is uploaded under MSM H;
-    /// parameters are streamed unless placed [`ParamsPlacement::Resident`].
-    /// A partition then needs no device memory of its own outside the
-    /// kernel region, and the region needs two domain-sized vectors.
+    /// kernel region, where H is computed with three vectors on the device
+    /// where the card has room for them
+    /// ([`GpuNtt::compute_h_three_buffers_with`]: b's and c's copies under
+    /// a's and b's transforms), else with two
+    /// ([`GpuNtt::compute_h_two_buffers`]: c's copy after a *= b), and the
+    /// witness is uploaded under MSM H; parameters are streamed unless
+    /// placed [`ParamsPlacement::Resident`]. A partition then needs no
+    /// device memory of its own outside the kernel region, and the region
+    /// needs two or three domain-sized vectors.
     Host,
 }
 
