@@ -211,7 +211,7 @@ pub struct EngineConfig {
     /// witness made on every core faster than the GPU proves it then stops a
     /// few partitions ahead instead of filling host memory with finished
     /// witnesses. Witnesses made on one thread are not counted. `auto`: one
-    /// per worker.
+    /// per device.
     pub synthesis_ahead: Auto<usize>,
     /// The host memory budget; `auto`: the machine's memory (or cgroup
     /// limit) minus `host_memory_margin`.

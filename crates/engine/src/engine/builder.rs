@@ -127,9 +127,12 @@ impl EngineBuilder {
             "synthesis_ahead",
             config
                 .synthesis_ahead
-                // One a worker: on a 32 GiB PoRep stream as fast as two a
-                // worker, with 7.6 GiB less peak RSS (BENCHMARKS, 42f59a3).
-                .or_else(|| workers * devices.len()),
+                // One a device: on a 32 GiB PoRep stream on an H100 as fast
+                // as one a worker, with 3.5 GiB less peak RSS (BENCHMARKS,
+                // 21bd5bf); one a worker was as fast as two, with 7.6 GiB
+                // less (42f59a3). A witness made on every core is done well
+                // before the GPU's other worker frees it.
+                .or_else(|| devices.len()),
         )?;
         let budget_bytes = config.host_budget_bytes()?;
         if let Some(dir) = &config.pce_cache_dir {

@@ -433,7 +433,14 @@ pub(super) fn synthesize(
     if job.is_terminated() {
         return Ok(None);
     }
-    let Some((pce, params)) = job.statics() else {
+    // Only the counts until the witness is made: a witness may wait
+    // seconds for room under `synthesis_ahead`, and the PCE it held meanwhile
+    // was the full one even after the engine had swapped in a released one
+    // (`host_pce`), which kept its 8.3 GiB of matrices in host memory for 15 s
+    // of a 32 GiB PoRep's first proof. The job cannot park while this
+    // partition is in flight, so its statics are there again afterwards
+    // unless it ended.
+    let Some((inputs, aux)) = job.statics().map(|(pce, _)| (pce.num_inputs, pce.num_aux)) else {
         return Ok(None);
     };
     let _s = tracing::info_span!("synthesis", job = job.id.0, partition).entered();
@@ -445,7 +452,6 @@ pub(super) fn synthesize(
         source,
     };
     let start = Instant::now();
-    let (inputs, aux) = (pce.num_inputs, pce.num_aux);
     // A witness made in parts enters the gate only while fewer than
     // `synthesis_ahead` such partitions wait for a worker (see `ready`).
     let pacing = Rc::new(Pacing::new(&shared.ready, job));
@@ -466,6 +472,9 @@ pub(super) fn synthesize(
                 message: panic_message(&*panic),
             });
         }
+    };
+    let Some((pce, params)) = job.statics() else {
+        return Ok(None);
     };
     cuzk_synth::spmv::check_shape(&pce, &witness).map_err(synth_err)?;
     let at = timeline.record_since(job.id.0, partition, Lane::Host, index, WITNESS, start);
