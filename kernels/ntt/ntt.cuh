@@ -239,7 +239,9 @@ __device__ __forceinline__ void ntt_quad(uint32_t q, uint32_t st, uint32_t lc, u
 // butterfly saves none), with half the shared-memory traffic and
 // __syncthreads. DIT runs st then st + 1; DIF st + 1 then st. Stage st + 1
 // pairs r with r + 2^(st+1) (twiddle index j) and r + 2^st with r + 3 *
-// 2^st (index j + 2^st).
+// 2^st (index j + 2^st). In the pair (0, 1) every quad has j = 0: stage 0's
+// twiddles and stage 1's first are 1 and are skipped (a warp-uniform
+// branch), one multiplication a quad fewer than radix-2 stages do.
 template <bool DIT, uint32_t T>
 __device__ __forceinline__ void ntt_stage_pair(ntt_smem_t& sm, const fr_t* radix, uint32_t st, uint32_t lc,
                                                uint32_t quads, uint32_t inverse) {
@@ -256,14 +258,17 @@ __device__ __forceinline__ void ntt_stage_pair(ntt_smem_t& sm, const fr_t* radix
                 x3 = x3 * w;
             }
             const fr_t y0 = x0 + x1, y1 = x0 - x1;
-            const fr_t y2 = (x2 + x3) * ntt_stage_twiddle(radix, j, st + 1, inverse);
+            fr_t y2 = x2 + x3;
+            if (st != 0) y2 = y2 * ntt_stage_twiddle(radix, j, st + 1, inverse);
             const fr_t y3 = (x2 - x3) * ntt_stage_twiddle(radix, j + (1u << st), st + 1, inverse);
             ntt_sm_store(sm, i0, y0 + y2);
             ntt_sm_store(sm, i0 + h, y1 + y3);
             ntt_sm_store(sm, i0 + 2 * h, y0 - y2);
             ntt_sm_store(sm, i0 + 3 * h, y1 - y3);
         } else {
-            const fr_t y0 = x0 + x2, y2 = (x0 - x2) * ntt_stage_twiddle(radix, j, st + 1, inverse);
+            const fr_t y0 = x0 + x2;
+            fr_t y2 = x0 - x2;
+            if (st != 0) y2 = y2 * ntt_stage_twiddle(radix, j, st + 1, inverse);
             const fr_t y1 = x1 + x3, y3 = (x1 - x3) * ntt_stage_twiddle(radix, j + (1u << st), st + 1, inverse);
             fr_t d0 = y0 - y1, d1 = y2 - y3;
             if (st != 0) {

@@ -279,7 +279,11 @@ fn main() -> Result<()> {
             .with_fused_bitrev(ntt.config().fused_bitrev);
         let launches = plan.launches(Op::H);
         let bytes: u64 = launches.iter().map(Launch::bytes).sum();
-        let muls: u64 = launches.iter().map(Launch::multiplications).sum();
+        let stages = ntt.config().pass_kernel.stages();
+        let muls: u64 = launches
+            .iter()
+            .map(|l| l.multiplications_with(stages))
+            .sum();
         ntt.prepare(log2)?;
         let (pa, pb, pc) = (gpu.upload(&a)?, gpu.upload(&b)?, gpu.upload(&c)?);
         let (mut wa, mut wb, mut wc) = (
@@ -310,7 +314,7 @@ fn main() -> Result<()> {
                 let vmuls: u64 = vplan
                     .launches(Op::H)
                     .iter()
-                    .map(Launch::multiplications)
+                    .map(|l| l.multiplications_with(config.pass_kernel.stages()))
                     .sum();
                 let vs = time_h(&gpu, &v, log2, [&mut wa, &mut wb, &mut wc], [&pa, &pb, &pc])?;
                 let vexact = wa.download()?[..m - 1] == want[..];
@@ -379,7 +383,7 @@ fn main() -> Result<()> {
                 "launch": what,
                 "ms": f64::from(start.elapsed_ms(&end)?),
                 "bytes": launch.bytes(),
-                "muls": launch.multiplications(),
+                "muls": launch.multiplications_with(stages),
             }));
         }
         drop((pa, pb, pc, wa, wb, wc));

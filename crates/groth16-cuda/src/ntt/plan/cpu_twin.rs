@@ -180,7 +180,9 @@ fn cpu_stage(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u32, i
     }
 }
 
-/// Stages st and st + 1 on quads of rows (`ntt_stage_pair`).
+/// Stages st and st + 1 on quads of rows (`ntt_stage_pair`). In the pair
+/// (0, 1) every quad's j is 0, so stage 0's twiddles and stage 1's first are
+/// 1: not multiplied, as in the kernel.
 fn cpu_stage_pair(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u32, inverse: bool) {
     let n = sm.len() as u32;
     let h = 1usize << (st + lc);
@@ -196,13 +198,15 @@ fn cpu_stage_pair(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u
                 x3 *= w;
             }
             let (y0, y1) = (x0 + x1, x0 - x1);
-            let (y2, y3) = ((x2 + x3) * wa, (x2 - x3) * wb);
+            let y2 = if st != 0 { (x2 + x3) * wa } else { x2 + x3 };
+            let y3 = (x2 - x3) * wb;
             sm[i0] = y0 + y2;
             sm[i0 + h] = y1 + y3;
             sm[i0 + 2 * h] = y0 - y2;
             sm[i0 + 3 * h] = y1 - y3;
         } else {
-            let (y0, y2) = (x0 + x2, (x0 - x2) * wa);
+            let y0 = x0 + x2;
+            let y2 = if st != 0 { (x0 - x2) * wa } else { x0 - x2 };
             let (y1, y3) = (x1 + x3, (x1 - x3) * wb);
             let (mut d0, mut d1) = (y0 - y1, y2 - y3);
             if st != 0 {
@@ -537,6 +541,40 @@ mod tests {
 
     /// A quad's butterflies are exactly the radix-2 butterflies of its two
     /// stages, with the same twiddle indices: every pair of each stage once.
+    /// The cost model with stage pairs: a quarter multiplication an
+    /// element fewer in each pass of an even number of bits. At 2^26 (passes
+    /// of 10, 8 and 8 bits, seven transforms) H's 110.5 multiplications an
+    /// element with small tables become 105.25.
+    #[test]
+    fn stage_pairs_skip_stage_one_first_twiddle() {
+        for log2 in [11, 19, 26] {
+            let plan = DomainPlan::with_layout(log2, TableLayout::SMALL).unwrap();
+            let launches = plan.launches(Op::H);
+            let m = 1u64 << log2;
+            let radix2: u64 = launches.iter().map(Launch::multiplications).sum();
+            let pairs: u64 = launches
+                .iter()
+                .map(|l| l.multiplications_with(Stages::Radix4))
+                .sum();
+            let even = launches
+                .iter()
+                .filter(|l| matches!(l, Launch::Pass { params, .. } if params.bits % 2 == 0))
+                .count() as u64;
+            assert_eq!(radix2 - pairs, even * m / 4, "2^{log2}");
+            let per = |muls: u64| muls as f64 / m as f64;
+            if log2 == 26 {
+                assert_eq!(
+                    plan.passes().iter().map(|p| p.bits).collect::<Vec<_>>(),
+                    [10, 8, 8]
+                );
+                assert_eq!((per(radix2), per(pairs)), (110.5, 105.25));
+            }
+            for l in &launches {
+                assert_eq!(l.multiplications_with(Stages::Radix2), l.multiplications());
+            }
+        }
+    }
+
     #[test]
     fn quads_hold_the_butterflies_of_both_stages() {
         for (bits, lc) in [(2, 0), (3, 1), (8, 2), (9, 1), (10, 0), (6, 4)] {
@@ -566,6 +604,11 @@ mod tests {
                     low.push((i0 + 2 * h, i0 + 3 * h, j));
                     high.push((i0, i0 + 2 * h, j));
                     high.push((i0 + h, i0 + 3 * h, j + (1 << st)));
+                }
+                if st == 0 {
+                    // The pair (0, 1) that skips stage 1's twiddle of index
+                    // 0 in every quad: each quad's j is 0.
+                    assert!(low.iter().all(|&(_, _, j)| j == 0), "bits {bits}, lc {lc}");
                 }
                 low.sort_unstable();
                 high.sort_unstable();

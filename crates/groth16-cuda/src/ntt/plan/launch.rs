@@ -5,6 +5,7 @@
 #[cfg(doc)]
 use super::DomainPlan;
 use super::{SplitTable, TableId};
+use crate::ntt::Stages;
 
 /// Threads per block of the default pass kernels (the variants of
 /// `crate::ntt::PassKernel` have their own).
@@ -103,7 +104,23 @@ impl Launch {
         }
     }
 
-    /// Field multiplications the launch does (the kernels' cost model): per
+    /// [`Launch::multiplications`] of a pass kernel whose stages run as
+    /// `stages`: with stage pairs, a pass of an even number of bits has the
+    /// pair (0, 1), whose quads skip stage 1's first twiddle (it is 1): one
+    /// multiplication in four elements fewer.
+    pub fn multiplications_with(&self, stages: Stages) -> u64 {
+        let radix2 = self.multiplications();
+        match (self, stages) {
+            (Launch::Pass { params: p, .. }, Stages::Radix4) if p.bits >= 2 && p.bits % 2 == 0 => {
+                radix2 - (1u64 << p.log_m) / 4
+            }
+            _ => radix2,
+        }
+    }
+
+    /// Field multiplications the launch does with radix-2 stages (the
+    /// kernels' cost model; [`Launch::multiplications_with`] for stage
+    /// pairs): per
     /// pass, one per butterfly outside stage 0 (whose twiddles are 1), one
     /// per element for the four-step factor (two with a split table), one for
     /// the pointwise product and two for a scale from a split table (one
