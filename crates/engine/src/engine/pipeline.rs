@@ -539,26 +539,32 @@ pub(super) fn synthesize(
         None => AbcBuffers::lease(&shared.pool, pce.num_constraints()).map_err(pinned)?,
     };
     let abc = ws.abc.insert(abc);
+    let visible = Duration::from_millis(1);
+    if at.elapsed() >= visible {
+        // Page-locking new buffers takes seconds at 32 GiB sizes.
+        timeline.record_since(job.id.0, partition, Lane::Host, index, "abc lease", at);
+    }
     // One host SpMV and check at a time (see `Shared::host_spmv`); the wait
     // is in the timeline when there was one.
+    let asked = Instant::now();
     let gate = shared
         .host_spmv
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    let at = if at.elapsed() >= Duration::from_millis(1) {
+    // The SpMV's span starts at the gate: two partitions' never overlap.
+    let at = if asked.elapsed() >= visible {
         timeline.record_noted(
             job.id.0,
             partition,
             Lane::Host,
             index,
             "spmv wait",
-            at,
+            asked,
             Some(Arc::from(
                 "another partition's host SpMV and check ran (one at a time on all cores)",
             )),
         )
     } else {
-        // From the gate on: spans of two partitions' SpMVs never overlap.
         Instant::now()
     };
     {

@@ -150,6 +150,15 @@ fn host_spmvs_run_one_at_a_time() {
     for wait in &waits {
         let note = wait.note.as_deref().unwrap_or_default();
         assert!(note.contains("one at a time"), "{note}");
+        // A wait is another partition's SpMV and check running.
+        assert!(
+            runs.iter().any(|&(start, end, job, partition)| {
+                (job, partition) != (wait.job, wait.partition)
+                    && start < wait.end_us
+                    && end > wait.start_us
+            }),
+            "a wait beside no other partition's SpMV: {wait:?}"
+        );
     }
     eprintln!("{} of 8 partitions waited for the gate", waits.len());
 }
