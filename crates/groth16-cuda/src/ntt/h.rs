@@ -137,21 +137,7 @@ impl GpuNtt {
         copy: &Arc<CudaStream>,
         upload: &HostUpload<'_>,
     ) -> Result<DeviceBuffer<Scalar>> {
-        check_host_abc(a, b, c, log2)?;
-        let _s = tracing::debug_span!("ntt_h_two_buffers", log2, n = a.len()).entered();
-        let main = Arc::clone(self.gpu.stream());
-        let m = 1usize << log2;
-        let mut x = self.gpu.alloc_zeros::<Scalar>(m)?;
-        let mut y = self.gpu.alloc_zeros::<Scalar>(m)?;
-        let result =
-            self.h_two_buffers_queued([a, b, c], log2, [&main, copy], upload, &mut x, &mut y, None);
-        // The host slices may be released once this returns.
-        let waited = copy
-            .synchronize()
-            .map_err(cuda_error("waiting for the copy stream"));
-        result.and(waited)?;
-        drop(y);
-        Ok(x)
+        self.h_from_host_vectors([a, b, c], log2, copy, upload, false)
     }
 
     /// [`GpuNtt::compute_h_two_buffers_with`] with a third device vector
@@ -169,13 +155,32 @@ impl GpuNtt {
         copy: &Arc<CudaStream>,
         upload: &HostUpload<'_>,
     ) -> Result<DeviceBuffer<Scalar>> {
+        self.h_from_host_vectors([a, b, c], log2, copy, upload, true)
+    }
+
+    /// H from host a, b, c with two device vectors, or three (`third`):
+    /// allocates them, queues the launches, waits for the copies (the host
+    /// slices may be released once this returns) and returns h's vector.
+    fn h_from_host_vectors(
+        &self,
+        [a, b, c]: [&[Scalar]; 3],
+        log2: u32,
+        copy: &Arc<CudaStream>,
+        upload: &HostUpload<'_>,
+        third: bool,
+    ) -> Result<DeviceBuffer<Scalar>> {
         check_host_abc(a, b, c, log2)?;
-        let _s = tracing::debug_span!("ntt_h_three_buffers", log2, n = a.len()).entered();
+        let _s =
+            tracing::debug_span!("ntt_h_from_host_vectors", log2, n = a.len(), third).entered();
         let main = Arc::clone(self.gpu.stream());
         let m = 1usize << log2;
         let mut x = self.gpu.alloc_zeros::<Scalar>(m)?;
         let mut y = self.gpu.alloc_zeros::<Scalar>(m)?;
-        let mut z = self.gpu.alloc_zeros::<Scalar>(m)?;
+        let mut z = if third {
+            Some(self.gpu.alloc_zeros::<Scalar>(m)?)
+        } else {
+            None
+        };
         let result = self.h_two_buffers_queued(
             [a, b, c],
             log2,
@@ -183,7 +188,7 @@ impl GpuNtt {
             upload,
             &mut x,
             &mut y,
-            Some(&mut z),
+            z.as_mut(),
         );
         let waited = copy
             .synchronize()
