@@ -34,7 +34,7 @@ mod args;
 use args::JsonRecord;
 // What the Filecoin benchmark examples share, in common/ beside them.
 mod common;
-use common::{Results, Watchdog};
+use common::{Loading, Results, Watchdog};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -95,7 +95,8 @@ struct Args {
     pce_only: bool,
     /// Fail a scenario (with the engine's state on stderr, dumped every
     /// 120 s before that) once no partition has been proved for this many
-    /// seconds; what was measured before is still written.
+    /// seconds (time while the bench's loader makes a parameter set does
+    /// not count); what was measured before is still written.
     #[arg(long, value_name = "SECS", default_value_t = 900)]
     stall_timeout: u64,
     /// (c): the same PoRep jobs alone, after (b).
@@ -261,14 +262,23 @@ fn fake_bytes(pce: &Pce) -> u64 {
 
 /// Registers `pce`'s fake parameters with `engine` under a loader that
 /// makes them (again) on each call, timed.
-fn register(engine: &Engine, name: &'static str, shape: &str, pce: &Pce, seed: u64) -> Result<Set> {
+fn register(
+    engine: &Engine,
+    name: &'static str,
+    shape: &str,
+    pce: &Pce,
+    seed: u64,
+    loading: &Loading,
+) -> Result<Set> {
     let skeleton = Arc::new(skeleton(pce));
     let bytes = fake_bytes(pce);
     let makes = Arc::new(Mutex::new(Vec::new()));
     let key = format!("fake {shape}");
     let loader: ParamsLoader = {
         let makes = Arc::clone(&makes);
+        let loading = loading.clone();
         Arc::new(move || {
+            let _loading = loading.enter();
             let t = Instant::now();
             let made = cuzk_groth16_cuda::fake::fake_params(&skeleton, seed);
             let took = t.elapsed().as_secs_f64();
@@ -444,8 +454,9 @@ where
         config.host_memory_budget = cuzk_engine::Auto::Value(budget);
     }
     let engine = Engine::new(config)?;
-    let porep_set = register(&engine, "porep", &porep_shape, &porep_pce, seed)?;
-    let post_set = register(&engine, "post", &post_shape, &post_pce, seed)?;
+    let loading = Loading::default();
+    let porep_set = register(&engine, "porep", &porep_shape, &porep_pce, seed, &loading)?;
+    let post_set = register(&engine, "post", &post_shape, &post_pce, seed, &loading)?;
     let gb = |b: u64| b as f64 / 1e9;
     let sizes = format!(
         "budget {:.1} GB; PoRep set {:.1} GB + PCE {:.1} GB, PoSt set {:.1} GB + PCE {:.1} GB \
@@ -480,7 +491,8 @@ where
     let notes = "the PoSt's fake parameters made by the loader (no file read)".to_owned();
     results.add("a/post_preload", "s", t.elapsed().as_secs_f64(), notes);
     let t = Instant::now();
-    let mut watchdog = Watchdog::new(Duration::from_secs(args.stall_timeout));
+    let mut watchdog =
+        Watchdog::with_loading(Duration::from_secs(args.stall_timeout), loading.clone());
     watchdog.wait(&engine, engine.submit(post_request(WARM))?)?;
     let notes = "one PoSt (other r, s), not measured: PCE read from disk, set to the prover".into();
     results.add("a/post_warm_up", "s", t.elapsed().as_secs_f64(), notes);

@@ -185,11 +185,39 @@ pub fn write_trace(out: &Path, stem: &str, trace: &Value) -> Result<PathBuf> {
 /// each job waits for, the budget, the devices' reservations), and after
 /// `limit` without progress the wait fails, so a benchmark that cannot go
 /// on ends with what it measured and why instead of holding its machine.
+/// Time while the benchmark's own parameter loader runs ([`Loading`]) is
+/// not a stall: making a 32 GiB set takes longer than a partition.
 pub struct Watchdog {
     limit: std::time::Duration,
     mark: u64,
     since: Instant,
     dumped: Instant,
+    loading: Loading,
+}
+
+/// How many of a benchmark's parameter loaders run now; a loader holds a
+/// [`Loading::enter`] guard while it makes a set.
+#[derive(Clone, Default)]
+pub struct Loading(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+/// Counts one running loader until dropped.
+pub struct LoadingGuard(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Loading {
+    pub fn enter(&self) -> LoadingGuard {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        LoadingGuard(std::sync::Arc::clone(&self.0))
+    }
+
+    pub fn running(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for LoadingGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Time without progress between two dumps of the engine's state.
@@ -203,14 +231,24 @@ impl Watchdog {
             mark: 0,
             since: now,
             dumped: now,
+            loading: Loading::default(),
+        }
+    }
+
+    /// The same, not counting time while a loader of `loading` runs.
+    pub fn with_loading(limit: std::time::Duration, loading: Loading) -> Watchdog {
+        Watchdog {
+            loading,
+            ..Watchdog::new(limit)
         }
     }
 
     /// `progress`: a count that grows while work gets done (partitions
-    /// proved, jobs ended). An error once it has not grown for `limit`.
+    /// proved, jobs ended). An error once it has not grown for `limit`
+    /// outside the loaders' time.
     pub fn check(&mut self, engine: &cuzk_engine::Engine, progress: u64) -> Result<()> {
         let now = Instant::now();
-        if progress != self.mark {
+        if progress != self.mark || self.loading.running() > 0 {
             self.mark = progress;
             self.since = now;
             self.dumped = now;
