@@ -39,29 +39,35 @@ pub fn is_fake(vk: &VerifyingKey<Bls12>) -> bool {
     vk.alpha_g1 == fake_alpha_g1()
 }
 
-/// `fn $name(&[$proj]) -> Vec<$aff>`: affine forms of Jacobian points with
-/// one field inversion for the whole slice (Montgomery's trick). The
-/// identity maps to the identity.
+/// `fn $name(&[$proj], &mut [$aff])`: affine forms of Jacobian points with
+/// one field inversion for the whole slice (Montgomery's trick), written
+/// into `out` (as long as `points`). The identity maps to the identity.
 macro_rules! normalize {
     ($name:ident, $proj:ty, $aff:ty, $field:ty) => {
-        fn $name(points: &[$proj]) -> Vec<$aff> {
-            let zs: Vec<$field> = points.iter().map(|p| p.z()).collect();
-            batch_invert(
-                zs,
-                |z| z.is_zero().into(),
-                |a, b| a * b,
-                |z| z.invert().unwrap_or(<$field>::ZERO),
-            )
-            .into_iter()
-            .zip(points)
-            .map(|(zinv, p)| {
-                if bool::from(p.is_identity()) {
-                    return <$aff>::default();
+        fn $name(points: &[$proj], out: &mut [$aff]) {
+            debug_assert_eq!(points.len(), out.len());
+            // prefix[i]: the product of the nonzero z before point i.
+            let mut prefix = Vec::with_capacity(points.len());
+            let mut acc = <$field>::ONE;
+            for p in points {
+                prefix.push(acc);
+                let z = p.z();
+                if !bool::from(z.is_zero()) {
+                    acc *= z;
                 }
+            }
+            let mut inv = acc.invert().unwrap_or(<$field>::ZERO);
+            for ((p, before), o) in points.iter().zip(&prefix).zip(out.iter_mut()).rev() {
+                let z = p.z();
+                if bool::from(z.is_zero()) {
+                    *o = <$aff>::default();
+                    continue;
+                }
+                let zinv = inv * before;
+                inv *= z;
                 let zinv2 = zinv.square();
-                <$aff>::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false)
-            })
-            .collect()
+                *o = <$aff>::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false);
+            }
         }
     };
 }
@@ -69,62 +75,40 @@ macro_rules! normalize {
 normalize!(normalize_g1, G1Projective, G1Affine, Fp);
 normalize!(normalize_g2, G2Projective, G2Affine, Fp2);
 
-/// Inverses of every element (zeros stay zero) with a single inversion.
-fn batch_invert<F: Copy>(
-    v: Vec<F>,
-    is_zero: impl Fn(&F) -> bool,
-    mul: impl Fn(F, F) -> F,
-    invert: impl Fn(F) -> F,
-) -> Vec<F> {
-    let mut prefix = Vec::with_capacity(v.len());
-    let mut acc: Option<F> = None;
-    for x in &v {
-        if !is_zero(x) {
-            acc = Some(acc.map_or(*x, |a| mul(a, *x)));
-        }
-        prefix.push(acc);
-    }
-    let Some(total) = acc else { return v };
-    let mut inv = invert(total);
-    let mut out = v.clone();
-    for i in (0..v.len()).rev() {
-        if is_zero(&v[i]) {
-            continue;
-        }
-        match i.checked_sub(1).and_then(|j| prefix[j]) {
-            Some(before) => {
-                out[i] = mul(inv, before);
-                inv = mul(inv, v[i]);
+/// `fn $name(start, step, first, out)`: the points (start + i·step)·G for
+/// i in first..first + out.len(), into `out`: one multiplication by a
+/// scalar, then one mixed addition of the affine step a point.
+macro_rules! progression {
+    ($name:ident, $proj:ty, $aff:ty, $normalize:ident) => {
+        fn $name(start: Scalar, step: Scalar, first: usize, out: &mut [$aff]) {
+            let g = <$proj>::generator();
+            let step_p = (g * step).to_affine();
+            let mut p = g * (start + step * Scalar::from(first as u64));
+            let mut v = Vec::with_capacity(out.len());
+            for _ in 0..out.len() {
+                v.push(p);
+                p += &step_p;
             }
-            None => out[i] = inv,
+            $normalize(&v, out);
         }
-    }
+    };
+}
+
+progression!(g1_fill, G1Projective, G1Affine, normalize_g1);
+progression!(g2_fill, G2Projective, G2Affine, normalize_g2);
+
+/// `count` points start·G + i·step·G for i in first..first + count.
+fn g1_points(start: Scalar, step: Scalar, count: usize, first: usize) -> Vec<G1Affine> {
+    let mut out = vec![G1Affine::default(); count];
+    g1_fill(start, step, first, &mut out);
     out
 }
 
-/// `count` points start·G + i·step·G for i in 0..count, in chunks.
-fn g1_points(start: Scalar, step: Scalar, count: usize, first: usize) -> Vec<G1Affine> {
-    let g = G1Projective::generator();
-    let step_p = g * step;
-    let mut p = g * (start + step * Scalar::from(first as u64));
-    let mut v = Vec::with_capacity(count);
-    for _ in 0..count {
-        v.push(p);
-        p += step_p;
-    }
-    normalize_g1(&v)
-}
-
+/// The same in G2.
 fn g2_points(start: Scalar, step: Scalar, count: usize, first: usize) -> Vec<G2Affine> {
-    let g = G2Projective::generator();
-    let step_p = g * step;
-    let mut p = g * (start + step * Scalar::from(first as u64));
-    let mut v = Vec::with_capacity(count);
-    for _ in 0..count {
-        v.push(p);
-        p += step_p;
-    }
-    normalize_g2(&v)
+    let mut out = vec![G2Affine::default(); count];
+    g2_fill(start, step, first, &mut out);
+    out
 }
 
 /// Writes a section: a u32 count and `count` points, produced chunk by chunk
@@ -208,19 +192,19 @@ pub fn write_fake_params(path: &Path, pce: &Pce, seed: u64) -> Result<()> {
     })
 }
 
-/// One query's points, generated in parallel chunks.
-fn section<P: Send>(
+/// One query's points, generated in parallel chunks straight into the
+/// vector, allocated once at its size (no copies as it grows, no second
+/// copy at the peak).
+fn section<P: Send + Sync + Default + Copy>(
     count: usize,
     (start, step): (Scalar, Scalar),
-    make: impl Fn(Scalar, Scalar, usize, usize) -> Vec<P> + Sync,
+    fill: impl Fn(Scalar, Scalar, usize, &mut [P]) + Sync,
 ) -> Vec<P> {
-    (0..count.div_ceil(CHUNK))
-        .into_par_iter()
-        .flat_map_iter(|c| {
-            let first = c * CHUNK;
-            make(start, step, CHUNK.min(count - first), first)
-        })
-        .collect()
+    let mut out: Vec<P> = (0..count).into_par_iter().map(|_| P::default()).collect();
+    out.par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(c, chunk)| fill(start, step, c * CHUNK, chunk));
+    out
 }
 
 /// The same parameters as [`write_fake_params`] writes for `pce` and
@@ -230,11 +214,11 @@ pub fn fake_params(pce: &Pce, seed: u64) -> Parameters<Bls12> {
     let mut seeds = seeds_of(seed);
     let vk = fake_vk(pce, &mut seeds);
     let b_len = pce.b_query_len();
-    let h = section(pce.domain_size() - 1, seeds(), g1_points);
-    let l = section(pce.num_aux, seeds(), g1_points);
-    let a = section(pce.a_query_len(), seeds(), g1_points);
-    let b_g1 = section(b_len, seeds(), g1_points);
-    let b_g2 = section(b_len, seeds(), g2_points);
+    let h = section(pce.domain_size() - 1, seeds(), g1_fill);
+    let l = section(pce.num_aux, seeds(), g1_fill);
+    let a = section(pce.a_query_len(), seeds(), g1_fill);
+    let b_g1 = section(b_len, seeds(), g1_fill);
+    let b_g2 = section(b_len, seeds(), g2_fill);
     Parameters {
         vk,
         h: Arc::new(h),
@@ -261,13 +245,27 @@ mod tests {
                 }
             })
             .collect();
-        let ours = normalize_g1(&pts);
+        let mut ours = vec![G1Projective::generator().to_affine(); pts.len()];
+        normalize_g1(&pts, &mut ours);
         for (p, a) in pts.iter().zip(&ours) {
             assert_eq!(p.to_affine(), *a);
         }
+        // The identity first, last and alone.
+        for pts in [
+            vec![G1Projective::identity(), g, g * Scalar::from(9)],
+            vec![g * Scalar::from(2), G1Projective::identity()],
+            vec![G1Projective::identity()],
+        ] {
+            let mut ours = vec![G1Projective::generator().to_affine(); pts.len()];
+            normalize_g1(&pts, &mut ours);
+            let want: Vec<G1Affine> = pts.iter().map(|p| p.to_affine()).collect();
+            assert_eq!(ours, want);
+        }
         let g2 = G2Projective::generator();
         let pts: Vec<G2Projective> = (0..20u64).map(|i| g2 * Scalar::from(i + 1)).collect();
-        for (p, a) in pts.iter().zip(normalize_g2(&pts)) {
+        let mut ours = vec![G2Projective::generator().to_affine(); pts.len()];
+        normalize_g2(&pts, &mut ours);
+        for (p, a) in pts.iter().zip(ours) {
             assert_eq!(p.to_affine(), a);
         }
     }
@@ -282,6 +280,15 @@ mod tests {
             a[3],
             (G1Projective::generator() * Scalar::from(5 + 33)).to_affine()
         );
+        let g2 = g2_points(s, t, 5, 2);
+        assert_eq!(
+            g2[4],
+            (G2Projective::generator() * Scalar::from(5 + 66)).to_affine()
+        );
+        // In parallel chunks as the in-memory parameters are, across a
+        // chunk boundary: the same points as one run.
+        let n = CHUNK + 3;
+        assert_eq!(section(n, (s, t), g1_fill), g1_points(s, t, n, 0));
     }
 
     #[test]
