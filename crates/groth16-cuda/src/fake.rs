@@ -16,6 +16,7 @@ use bellperson::groth16::{Parameters, VerifyingKey};
 use blstrs::{Fp, Fp2, G1Affine, G1Projective, G2Affine, G2Projective, Scalar};
 use cuzk_synth::Pce;
 use ff::Field;
+use group::prime::PrimeCurveAffine;
 use group::{Curve, Group};
 use rand_chacha::ChaCha20Rng;
 use rand_core::SeedableRng;
@@ -75,27 +76,82 @@ macro_rules! normalize {
 normalize!(normalize_g1, G1Projective, G1Affine, Fp);
 normalize!(normalize_g2, G2Projective, G2Affine, Fp2);
 
+/// Lanes of a chunk that step together (see `progression!`).
+const LANES: usize = 512;
+
 /// `fn $name(start, step, first, out)`: the points (start + i·step)·G for
-/// i in first..first + out.len(), into `out`: one multiplication by a
-/// scalar, then one mixed addition of the affine step a point.
+/// i in first..first + out.len(), into `out`, in affine additions. `out`
+/// is cut into up to [`LANES`] runs; each run's first point comes from a
+/// projective progression by the run's length (normalised together), then
+/// every run adds the affine step to its last point, all runs at once with
+/// one inversion per round (Montgomery's trick): about six field
+/// multiplications a point. A sum whose two points share x (the step
+/// itself, its negation) or start from the identity takes the projective
+/// addition instead.
 macro_rules! progression {
-    ($name:ident, $proj:ty, $aff:ty, $normalize:ident) => {
+    ($name:ident, $proj:ty, $aff:ty, $field:ty, $normalize:ident) => {
         fn $name(start: Scalar, step: Scalar, first: usize, out: &mut [$aff]) {
-            let g = <$proj>::generator();
-            let step_p = (g * step).to_affine();
-            let mut p = g * (start + step * Scalar::from(first as u64));
-            let mut v = Vec::with_capacity(out.len());
-            for _ in 0..out.len() {
-                v.push(p);
-                p += &step_p;
+            let n = out.len();
+            if n == 0 {
+                return;
             }
-            $normalize(&v, out);
+            let g = <$proj>::generator();
+            let step_a = (g * step).to_affine();
+            let run = n.div_ceil(LANES);
+            let lanes = n.div_ceil(run);
+            // Each run's first point.
+            let hop = (g * (step * Scalar::from(run as u64))).to_affine();
+            let mut p = g * (start + step * Scalar::from(first as u64));
+            let mut heads = Vec::with_capacity(lanes);
+            for _ in 0..lanes {
+                heads.push(p);
+                p += &hop;
+            }
+            let mut heads_a = vec![<$aff>::default(); lanes];
+            $normalize(&heads, &mut heads_a);
+            for (l, h) in heads_a.into_iter().enumerate() {
+                out[l * run] = h;
+            }
+            let (sx, sy) = (step_a.x(), step_a.y());
+            let mut dx = vec![<$field>::ZERO; lanes];
+            let mut prefix = vec![<$field>::ONE; lanes];
+            for k in 1..run {
+                // Lanes 0..live have a point k.
+                let live = (0..lanes).take_while(|l| l * run + k < n).count();
+                let mut acc = <$field>::ONE;
+                for l in 0..live {
+                    let prev = &out[l * run + k - 1];
+                    let d = sx - prev.x();
+                    dx[l] = d;
+                    prefix[l] = acc;
+                    if !bool::from(prev.is_identity()) && !bool::from(d.is_zero()) {
+                        acc *= d;
+                    }
+                }
+                let mut inv = acc.invert().unwrap_or(<$field>::ZERO);
+                for l in (0..live).rev() {
+                    let i = l * run + k;
+                    let prev = out[i - 1];
+                    let d = dx[l];
+                    if bool::from(prev.is_identity()) || bool::from(d.is_zero()) {
+                        out[i] = (<$proj>::from(prev) + step_a).to_affine();
+                        continue;
+                    }
+                    let dinv = inv * prefix[l];
+                    inv *= d;
+                    let (px, py) = (prev.x(), prev.y());
+                    let lambda = (sy - py) * dinv;
+                    let x3 = lambda.square() - px - sx;
+                    let y3 = lambda * (px - x3) - py;
+                    out[i] = <$aff>::from_raw_unchecked(x3, y3, false);
+                }
+            }
         }
     };
 }
 
-progression!(g1_fill, G1Projective, G1Affine, normalize_g1);
-progression!(g2_fill, G2Projective, G2Affine, normalize_g2);
+progression!(g1_fill, G1Projective, G1Affine, Fp, normalize_g1);
+progression!(g2_fill, G2Projective, G2Affine, Fp2, normalize_g2);
 
 /// `count` points start·G + i·step·G for i in first..first + count.
 fn g1_points(start: Scalar, step: Scalar, count: usize, first: usize) -> Vec<G1Affine> {
@@ -285,6 +341,47 @@ mod tests {
             g2[4],
             (G2Projective::generator() * Scalar::from(5 + 66)).to_affine()
         );
+        // Every length around the lanes' rounding, against one scalar
+        // multiplication a point.
+        for n in [1, 2, LANES - 1, LANES, LANES + 1, 2 * LANES + 7] {
+            let pts = g1_points(s, t, n, 3);
+            for (i, p) in pts.iter().enumerate() {
+                let e = s + t * Scalar::from((i + 3) as u64);
+                assert_eq!(
+                    *p,
+                    (G1Projective::generator() * e).to_affine(),
+                    "n {n}, i {i}"
+                );
+            }
+        }
+        let pts = g2_points(s, t, LANES + 5, 1);
+        for i in [0, 1, 2, LANES - 1, LANES, LANES + 4] {
+            let e = s + t * Scalar::from((i + 1) as u64);
+            assert_eq!(
+                pts[i],
+                (G2Projective::generator() * e).to_affine(),
+                "g2 {i}"
+            );
+        }
+        // Runs of two points (2·LANES of them): each odd point is an
+        // affine addition to the even one before it. From -2·step, point 3
+        // adds the step to the identity; from -step, point 1 adds it to its
+        // negation and point 3 to itself (x shared: the projective
+        // fallback), giving the identity and 2·step.
+        for k in [2u64, 1] {
+            let start = -(t * Scalar::from(k));
+            let pts = g1_points(start, t, 2 * LANES, 0);
+            for (i, p) in pts.iter().enumerate().take(8) {
+                let e = start + t * Scalar::from(i as u64);
+                assert_eq!(
+                    *p,
+                    (G1Projective::generator() * e).to_affine(),
+                    "-{k}·step, {i}"
+                );
+            }
+            let zero = usize::try_from(k).unwrap();
+            assert!(bool::from(pts[zero].is_identity()));
+        }
         // In parallel chunks as the in-memory parameters are, across a
         // chunk boundary: the same points as one run.
         let n = CHUNK + 3;
