@@ -264,7 +264,7 @@ impl<Tree: 'static + MerkleTreeTrait> PoRepCircuit<Tree> {
         head.synthesize(&mut cs, Vec::new())?;
         // Partitions synthesized at once take the pool in turn, so the first
         // finishes first (see `PartsGate`).
-        let pass = PartsGate::global().enter(challenges.len());
+        let pass = PartsGate::global().try_enter(challenges.len())?;
         if aux > 0 {
             // The size is known (from the PCE) and every challenge has the
             // same shape: each is written straight into its place.

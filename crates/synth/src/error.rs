@@ -63,6 +63,14 @@ pub enum SynthError {
     /// The circuit is too large for this representation.
     #[error("circuit too large: {0}")]
     TooLarge(String),
+
+    /// The witness gave its turn up before it started its parts, because
+    /// its pacer asked it to ([`crate::gate::Pacer::should_yield`]): the
+    /// engine takes the partition back into its queue, circuit untouched.
+    #[error(
+        "the witness yielded before its parts started (its job gives its parameters up to a          higher-priority job); it is made again later"
+    )]
+    Yielded,
 }
 
 /// `Result` with [`SynthError`].

@@ -25,6 +25,7 @@
 //! by a GPU worker, and wakes the gate ([`PartsGate::wake`]) when a worker
 //! takes one.
 
+use crate::SynthError;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +38,13 @@ use std::time::Duration;
 /// [`PACER_POLL`]) while witnesses that come later go ahead of it.
 pub trait Pacer {
     fn try_admit(&self) -> bool;
+
+    /// Asked while the pacer keeps a witness out of line: true makes
+    /// [`PartsGate::try_enter`] give up with [`SynthError::Yielded`] (a
+    /// witness that has not started its parts has lost nothing).
+    fn should_yield(&self) -> bool {
+        false
+    }
 }
 
 /// How often a waiting witness asks its pacer again without a wake.
@@ -117,10 +125,28 @@ impl PartsGate {
     /// in the order they got there) and for the running parts to be under
     /// the bound, then admits `parts` more.
     pub fn enter(&self, parts: usize) -> GatePass<'_> {
+        match self.enter_with(parts, false) {
+            Ok(pass) => pass,
+            Err(_) => unreachable!("enter_with yields only when asked to"),
+        }
+    }
+
+    /// [`Self::enter`], except that while its pacer keeps it out of line
+    /// and asks it to yield ([`Pacer::should_yield`]), it returns
+    /// [`SynthError::Yielded`] instead: for witnesses that do nothing before
+    /// they enter, so that giving up costs nothing.
+    pub fn try_enter(&self, parts: usize) -> Result<GatePass<'_>, SynthError> {
+        self.enter_with(parts, true)
+    }
+
+    fn enter_with(&self, parts: usize, may_yield: bool) -> Result<GatePass<'_>, SynthError> {
         let pacer = PACER.with(|p| p.borrow().clone());
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pacer) = &pacer {
             while !pacer.try_admit() {
+                if may_yield && pacer.should_yield() {
+                    return Err(SynthError::Yielded);
+                }
                 st = self
                     .turn
                     .wait_timeout(st, PACER_POLL)
@@ -138,10 +164,10 @@ impl PartsGate {
         drop(st);
         // The next ticket may fit too.
         self.turn.notify_all();
-        GatePass {
+        Ok(GatePass {
             gate: self,
             left: AtomicUsize::new(parts),
-        }
+        })
     }
 
     fn release(&self, parts: usize) {
@@ -277,6 +303,42 @@ mod tests {
             self.asked.fetch_add(1, Ordering::SeqCst);
             self.open.load(Ordering::SeqCst)
         }
+    }
+
+    /// Never admits; asks to yield from the `after`-th refusal on.
+    struct Yielding {
+        refused: std::cell::Cell<usize>,
+        after: usize,
+    }
+
+    impl Pacer for Yielding {
+        fn try_admit(&self) -> bool {
+            self.refused.set(self.refused.get() + 1);
+            false
+        }
+
+        fn should_yield(&self) -> bool {
+            self.refused.get() >= self.after
+        }
+    }
+
+    #[test]
+    fn try_enter_gives_up_when_its_pacer_asks_and_takes_no_place() {
+        let gate = PartsGate::new(4);
+        let pacer = Rc::new(Yielding {
+            refused: std::cell::Cell::new(0),
+            after: 3,
+        });
+        let asked = Rc::clone(&pacer);
+        let got = with_pacer(pacer, || gate.try_enter(2).map(|_| ()));
+        assert!(matches!(got, Err(SynthError::Yielded)), "{got:?}");
+        // Refused three times (two waits of PACER_POLL), then gave up.
+        assert_eq!(asked.refused.get(), 3);
+        // No ticket taken, no parts counted: the next caller goes straight in.
+        assert_eq!(gate.running(), 0);
+        let pass = gate.try_enter(1).unwrap();
+        assert_eq!(gate.running(), 1);
+        drop(pass);
     }
 
     #[test]

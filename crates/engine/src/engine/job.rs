@@ -121,7 +121,10 @@ pub struct JobProgress {
     pub finished: bool,
 }
 
-pub(super) type WitnessFn = Box<dyn FnOnce(usize, usize) -> Result<Witness, SynthError> + Send>;
+/// A partition's witness. Callable again after it returned
+/// [`SynthError::Yielded`] (its circuit is still there); after any other
+/// outcome the circuit is gone.
+pub(super) type WitnessFn = Box<dyn Fn(usize, usize) -> Result<Witness, SynthError> + Send>;
 pub(super) type RecordFn = Box<dyn Fn() -> Result<Pce> + Send>;
 pub(super) type JobResult = Result<Vec<Proof<Bls12>>>;
 

@@ -431,15 +431,24 @@ impl Engine {
             .map(|k| {
                 let slots = Arc::clone(&slots);
                 Box::new(move |inputs, aux| {
-                    let circuit = slots
-                        .get(k)
-                        .and_then(|s| s.lock().unwrap_or_else(PoisonError::into_inner).take());
-                    match circuit {
-                        Some(c) => witness(c, inputs, aux),
-                        None => Err(SynthError::Synthesis(
+                    let Some(slot) = slots.get(k) else {
+                        return Err(SynthError::Synthesis(
                             bellperson::SynthesisError::AssignmentMissing,
-                        )),
+                        ));
+                    };
+                    // A copy: a witness that yields (before its parts
+                    // start) leaves the circuit for its next try.
+                    let circuit = slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    let Some(c) = circuit else {
+                        return Err(SynthError::Synthesis(
+                            bellperson::SynthesisError::AssignmentMissing,
+                        ));
+                    };
+                    let made = witness(c, inputs, aux);
+                    if !matches!(made, Err(SynthError::Yielded)) {
+                        slot.lock().unwrap_or_else(PoisonError::into_inner).take();
                     }
+                    made
                 }) as WitnessFn
             })
             .collect();

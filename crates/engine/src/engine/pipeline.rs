@@ -357,7 +357,7 @@ pub(super) fn dispatcher_main(shared: &Shared) {
     }
 }
 
-pub(super) fn synthesis_main(shared: &Shared, index: usize) {
+pub(super) fn synthesis_main(shared: &Arc<Shared>, index: usize) {
     loop {
         let task = loop {
             let seen = shared.signal.current();
@@ -373,14 +373,17 @@ pub(super) fn synthesis_main(shared: &Shared, index: usize) {
             shared.signal.wait_past(seen);
         };
         let job = Arc::clone(&task.job);
-        run_task(shared, index, task);
-        job.dispatched_one();
+        if run_task(shared, index, task) {
+            job.dispatched_one();
+        }
         shared.lock().idle_synthesis += 1;
         shared.signal.bump();
     }
 }
 
-pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
+/// Synthesizes a task's partition and submits it to the scheduler; false
+/// when its witness yielded and the partition went back into the queue.
+pub(super) fn run_task(shared: &Arc<Shared>, index: usize, task: Task) -> bool {
     let Task {
         job,
         partition,
@@ -389,10 +392,10 @@ pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
         ws,
         flight,
     } = task;
-    match synthesize(shared, index, &job, partition, witness, ws, flight) {
-        Ok(Some(mut work)) => {
+    match synthesize(shared, index, &job, partition, &witness, ws, flight) {
+        Ok(Synthesized::Work(mut work)) => {
             let Some(gpu) = job.gpu_job() else {
-                return;
+                return true;
             };
             // Every device keeps the PCE: its matrices may leave host memory.
             host_pce::release_if_held(shared, index, &mut work);
@@ -401,7 +404,7 @@ pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
             let once = shared.prover.shared_device_bytes(&work.pce);
             if let Err(e) = shared.held_once.ensure(&shared.scheduler, once) {
                 job.terminate(Some(e));
-                return;
+                return true;
             }
             let device_bytes = shared.prover.device_bytes(&work.pce);
             let item = WorkItem::new(&gpu, partition, device_bytes, work.into_phases())
@@ -414,24 +417,73 @@ pub(super) fn run_task(shared: &Shared, index: usize, task: Task) {
                 Err(e) => job.terminate(Some(e.into())),
             }
         }
-        Ok(None) => {}
+        Ok(Synthesized::Ended) => {}
+        Ok(Synthesized::Yielded(ws, flight)) => {
+            // Back into the queue before the flight ends: the job then
+            // parks with this partition queued.
+            let requeued = requeue(shared, &job, partition, witness);
+            drop((ws, flight, permit));
+            return !requeued;
+        }
         Err(e) => job.terminate(Some(e)),
     }
+    true
 }
 
-/// Witness, a/b/c into pinned buffers, and the satisfaction check; `None`
-/// when the job ended meanwhile.
+/// What [`synthesize`] made of a partition.
+pub(super) enum Synthesized {
+    /// Its witness and a/b/c, for the scheduler.
+    Work(PartitionWork),
+    /// Nothing: its job ended meanwhile.
+    Ended,
+    /// Nothing yet: its witness yielded before its parts started (its job
+    /// gives its parameters up to a higher-priority job). Its working set
+    /// and flight come back, to be let go once it is queued again.
+    Yielded(WsCharge, Flight),
+}
+
+/// Puts a partition whose witness yielded back into the queue (the
+/// dispatcher skips it while its job yields, so the job can park);
+/// false if its job ended meanwhile.
+fn requeue(shared: &Shared, job: &Arc<JobState>, partition: u32, witness: WitnessFn) -> bool {
+    let mut st = shared.lock();
+    {
+        let mut j = job.lock();
+        if j.terminated {
+            return false;
+        }
+        j.queued += 1;
+    }
+    st.queue.insert(
+        (Reverse(job.priority), job.id.0, partition),
+        Pending {
+            job: Arc::clone(job),
+            witness,
+        },
+    );
+    drop(st);
+    tracing::info!(
+        job = job.id.0,
+        partition,
+        "partition back in the queue: its witness yielded to a higher-priority job"
+    );
+    shared.signal.bump();
+    true
+}
+
+/// Witness, a/b/c into pinned buffers, and the satisfaction check;
+/// [`Synthesized::Ended`] when the job ended meanwhile.
 pub(super) fn synthesize(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     index: usize,
     job: &Arc<JobState>,
     partition: u32,
-    witness_fn: WitnessFn,
+    witness_fn: &WitnessFn,
     mut ws: WsCharge,
     flight: Flight,
-) -> Result<Option<PartitionWork>> {
+) -> Result<Synthesized> {
     if job.is_terminated() {
-        return Ok(None);
+        return Ok(Synthesized::Ended);
     }
     // Only the counts until the witness is made: a witness may wait
     // seconds for room under `synthesis_ahead`, and the PCE it held meanwhile
@@ -441,7 +493,7 @@ pub(super) fn synthesize(
     // partition is in flight, so its statics are there again afterwards
     // unless it ended.
     let Some((inputs, aux)) = job.statics().map(|(pce, _)| (pce.num_inputs, pce.num_aux)) else {
-        return Ok(None);
+        return Ok(Synthesized::Ended);
     };
     let _s = tracing::info_span!("synthesis", job = job.id.0, partition).entered();
     job.event(Some(partition), ProgressStage::SynthesisStarted);
@@ -454,7 +506,14 @@ pub(super) fn synthesize(
     let start = Instant::now();
     // A witness made in parts enters the gate only while fewer than
     // `synthesis_ahead` such partitions wait for a worker (see `ready`).
-    let pacing = Rc::new(Pacing::new(&shared.ready, job));
+    // While it waits there, it yields if its job is to give its parameters
+    // up to a higher-priority job (see `park`): the partition goes back
+    // into the queue, and the job parks once those in flight are done.
+    let should_yield: Box<dyn Fn() -> bool> = {
+        let (shared, job) = (Arc::clone(shared), Arc::clone(job));
+        Box::new(move || yields(&shared, &job).is_some())
+    };
+    let pacing = Rc::new(Pacing::new(&shared.ready, job, should_yield));
     let pacer = Rc::clone(&pacing) as Rc<dyn cuzk_synth::gate::Pacer>;
     let made = panic::catch_unwind(AssertUnwindSafe(move || {
         cuzk_synth::gate::with_pacer(pacer, || witness_fn(inputs, aux))
@@ -463,6 +522,7 @@ pub(super) fn synthesize(
     let ready = pacing.take_slot();
     let witness = match made {
         Ok(Ok(w)) => w,
+        Ok(Err(SynthError::Yielded)) => return Ok(Synthesized::Yielded(ws, flight)),
         Ok(Err(e)) => return Err(synth_err(e)),
         Err(panic) => {
             return Err(EngineError::Panicked {
@@ -474,7 +534,7 @@ pub(super) fn synthesize(
         }
     };
     let Some((pce, params)) = job.statics() else {
-        return Ok(None);
+        return Ok(Synthesized::Ended);
     };
     cuzk_synth::spmv::check_shape(&pce, &witness).map_err(synth_err)?;
     let at = timeline.record_since(job.id.0, partition, Lane::Host, index, WITNESS, start);
@@ -497,7 +557,7 @@ pub(super) fn synthesize(
         });
     }
     if job.is_terminated() {
-        return Ok(None);
+        return Ok(Synthesized::Ended);
     }
     let pinned = |source| EngineError::Pinned {
         job: job.id,
@@ -518,7 +578,7 @@ pub(super) fn synthesize(
         // resident PCE: no SpMV here, no a/b/c buffers.
         let (lane, stage) = (Lane::Host, "abc on gpu");
         timeline.record_noted(job.id.0, partition, lane, index, stage, at, Some(note));
-        return Ok(Some(PartitionWork {
+        return Ok(Synthesized::Work(PartitionWork {
             job: Arc::clone(job),
             partition,
             pce,
@@ -587,7 +647,7 @@ pub(super) fn synthesize(
     // Recorded before the gate opens: the next SpMV's span starts after it.
     timeline.record_since(job.id.0, partition, Lane::Host, index, "check", at);
     drop(gate);
-    Ok(Some(PartitionWork {
+    Ok(Synthesized::Work(PartitionWork {
         job: Arc::clone(job),
         partition,
         pce,

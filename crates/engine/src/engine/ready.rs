@@ -119,17 +119,24 @@ pub(crate) struct Pacing {
     ready: Arc<Ready>,
     job: Arc<JobState>,
     slot: RefCell<Option<ReadySlot>>,
+    /// Whether a witness kept waiting should give its turn up now.
+    should_yield: Box<dyn Fn() -> bool>,
     /// When the witness was first refused room, and when it got it.
     refused: Cell<Option<Instant>>,
     admitted: Cell<Option<Instant>>,
 }
 
 impl Pacing {
-    pub(crate) fn new(ready: &Arc<Ready>, job: &Arc<JobState>) -> Self {
+    pub(crate) fn new(
+        ready: &Arc<Ready>,
+        job: &Arc<JobState>,
+        should_yield: Box<dyn Fn() -> bool>,
+    ) -> Self {
         Pacing {
             ready: Arc::clone(ready),
             job: Arc::clone(job),
             slot: RefCell::new(None),
+            should_yield,
             refused: Cell::new(None),
             admitted: Cell::new(None),
         }
@@ -174,6 +181,10 @@ impl Pacer for Pacing {
                 self.job.is_terminated()
             }
         }
+    }
+
+    fn should_yield(&self) -> bool {
+        (self.should_yield)()
     }
 }
 

@@ -281,3 +281,114 @@ fn mixed_bench_order_with_loaders_pce_files_and_device_pces_finishes() {
     assert_eq!(stats.dispatch_in_flight, 0);
     assert_eq!(stats.ready_partitions, 0);
 }
+
+/// [`gated`] through [`PartsGate::try_enter`], as the Filecoin witnesses
+/// enter: a witness kept waiting gives its turn up when its job is to
+/// yield.
+fn gated_yielding(
+    circuit: Chain,
+    inputs: usize,
+    aux: usize,
+) -> std::result::Result<Witness, SynthError> {
+    let pass = PartsGate::global().try_enter(1)?;
+    let w = Witness::synthesize_with_capacity(circuit, inputs, aux);
+    pass.part_done();
+    w
+}
+
+/// mixed_bench's (b) as the GPU ran it at 8662965: every partition of the
+/// NORMAL job is taken by a synthesis thread at once and most wait at the
+/// gate (`synthesis_ahead` 1). When a HIGH job on the other set waits for
+/// memory, those waiting give their turn up and go back into the queue, so
+/// the NORMAL job parks after the partitions already past the gate
+/// (before, all of them were in flight and the HIGH job waited for every
+/// one). Its proofs are the ones it makes alone.
+#[test]
+fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
+    // A small NORMAL shape and a large HIGH one: every NORMAL witness fits
+    // beside its set, the HIGH set does not.
+    const LOW: &str = "chain:500";
+    const HIGH: &str = "chain:1500";
+    const PARTS: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let prover = Arc::new(DevicePces::default());
+    let (need_low, _, witness_low) = need_of(LOW, &prover);
+    let (need_high, _, _) = need_of(HIGH, &prover);
+    // Room for every partition's witness at once (so all are taken by
+    // synthesis threads, as on the GPU), not for both sets.
+    let budget = need_low + PARTS as u64 * witness_low;
+    assert!(
+        need_high > (PARTS as u64 + 1) * witness_low && need_high <= budget,
+        "{need_low} {need_high} {witness_low}"
+    );
+    let mut config = config(budget);
+    config.pce_cache_dir = Some(dir.path().to_owned());
+    config.device_memory_margin = ByteSize(MIB);
+    config.synthesis_concurrency = cuzk_engine::Auto::Value(PARTS);
+    config.synthesis_ahead = cuzk_engine::Auto::Value(1);
+    let engine = Engine::builder(config)
+        .prover(prover.clone())
+        .devices(vec![cuzk_gpu_sched::DeviceSpec {
+            ordinal: 0,
+            capacity_bytes: 100 * MIB,
+        }])
+        .build()
+        .unwrap();
+    for spec in [LOW, HIGH] {
+        engine
+            .register_params_loader(spec, params_bytes(&params(spec)), loader(spec))
+            .unwrap();
+    }
+    let normal = || request(LOW, PARTS, 10, Priority::Normal).with_witness(gated_yielding);
+    let proofs = |job: JobHandle| -> Vec<Vec<u8>> {
+        job.wait_blocking().unwrap().iter().map(bytes).collect()
+    };
+    // Alone: the reference (and the NORMAL set loaded).
+    let alone = proofs(engine.submit(normal()).unwrap());
+    assert_eq!(alone.len(), PARTS);
+    assert_eq!(engine.stats().parks, 0);
+
+    let low = engine.submit(normal()).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while low.progress().proved < 1 || engine.stats().queued_partitions > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:#?}",
+            engine.stats()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(proofs(low));
+    });
+    let high = engine.submit(request(HIGH, 1, 3, Priority::High)).unwrap();
+    let low_progress = {
+        let status = engine.status();
+        status
+            .jobs
+            .iter()
+            .find(|j| j.priority == Priority::Normal)
+            .map(|j| j.id)
+    };
+    assert_eq!(wait_within(&engine, high, 120, "the HIGH job"), 1);
+    // The NORMAL job had partitions left when the HIGH job's proof was out:
+    // it parked for it.
+    let normal_left = engine
+        .status()
+        .jobs
+        .iter()
+        .filter(|j| Some(j.id) == low_progress)
+        .map(|j| PARTS - j.proved)
+        .sum::<usize>();
+    let stats = engine.stats();
+    assert!(normal_left > 0, "the NORMAL job never yielded: {stats:#?}");
+    assert_eq!(stats.parks, 1, "{stats:#?}");
+    let again = rx
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the NORMAL job after the HIGH one");
+    assert_eq!(again, alone);
+    let stats = engine.stats();
+    assert_eq!(stats.memory.working_set_bytes, 0, "{stats:#?}");
+    assert_eq!((stats.dispatch_in_flight, stats.ready_partitions), (0, 0));
+}

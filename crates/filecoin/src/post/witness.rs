@@ -139,7 +139,7 @@ pub fn witness_with<Tree: 'static + MerkleTreeTrait>(
         Ok(synthesize_part(cs, &sectors, paths, part)?)
     };
     let cs = WitnessCs::with_capacity(inputs, aux);
-    let pass = PartsGate::global().enter(parts.len());
+    let pass = PartsGate::global().try_enter(parts.len())?;
     if aux > 0 {
         let sized = sizes(&sectors, aux)?;
         let sized = parts

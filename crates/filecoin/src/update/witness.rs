@@ -141,7 +141,7 @@ pub fn witness_with<Tree: 'static + MerkleTreeTrait<Hasher = TreeRHasher>>(
         .chain((0..n).map(Part::Challenge))
         .collect();
     let _s = tracing::info_span!("update_witness", aux, parts = parts.len(), native).entered();
-    let pass = PartsGate::global().enter(parts.len());
+    let pass = PartsGate::global().try_enter(parts.len())?;
     let cs = WitnessCs::with_capacity(inputs, aux);
     if aux > 0 {
         let (hash_aux, level_aux) = apex_aux(&ctx)?;

@@ -103,7 +103,7 @@ impl PorepShaped {
                 (part.rows, part)
             })
             .collect();
-        let pass = PartsGate::global().enter(parts);
+        let pass = PartsGate::global().try_enter(parts)?;
         let w = head.fill_sized_parts(sized, |cs, part| {
             let done = part.synthesize(cs);
             pass.part_done();
