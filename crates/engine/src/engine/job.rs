@@ -121,10 +121,11 @@ pub struct JobProgress {
     pub finished: bool,
 }
 
-/// A partition's witness. Callable again after it returned
-/// [`SynthError::Yielded`] (its circuit is still there); after any other
-/// outcome the circuit is gone.
-pub(super) type WitnessFn = Box<dyn Fn(usize, usize) -> Result<Witness, SynthError> + Send>;
+/// A partition's witness, given the counts and whether to work on a copy of
+/// its circuit. With a copy it is callable again after it returned
+/// [`SynthError::Yielded`] (the circuit is still there); after any other
+/// outcome, or without a copy, the circuit is gone.
+pub(super) type WitnessFn = Box<dyn Fn(usize, usize, bool) -> Result<Witness, SynthError> + Send>;
 pub(super) type RecordFn = Box<dyn Fn() -> Result<Pce> + Send>;
 pub(super) type JobResult = Result<Vec<Proof<Bls12>>>;
 

@@ -430,23 +430,29 @@ impl Engine {
         let witnesses: Vec<WitnessFn> = (0..n)
             .map(|k| {
                 let slots = Arc::clone(&slots);
-                Box::new(move |inputs, aux| {
+                Box::new(move |inputs, aux, copy| {
                     let Some(slot) = slots.get(k) else {
                         return Err(SynthError::Synthesis(
                             bellperson::SynthesisError::AssignmentMissing,
                         ));
                     };
-                    // A copy: a witness that yields (before its parts
-                    // start) leaves the circuit for its next try.
-                    let circuit = slot.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    // A copy for a witness that may yield (before its parts
+                    // start): the circuit stays for its next try. Cloning a
+                    // 32 GiB WindowPoSt circuit took 20-45 ms on two cores,
+                    // so a witness that need not wait goes without.
+                    let circuit = {
+                        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+                        if copy { slot.clone() } else { slot.take() }
+                    };
                     let Some(c) = circuit else {
                         return Err(SynthError::Synthesis(
                             bellperson::SynthesisError::AssignmentMissing,
                         ));
                     };
                     let made = witness(c, inputs, aux);
-                    if !matches!(made, Err(SynthError::Yielded)) {
-                        slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+                    if copy && !matches!(made, Err(SynthError::Yielded)) {
+                        let original = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+                        drop(original);
                     }
                     made
                 }) as WitnessFn

@@ -508,15 +508,21 @@ pub(super) fn synthesize(
     // `synthesis_ahead` such partitions wait for a worker (see `ready`).
     // While it waits there, it yields if its job is to give its parameters
     // up to a higher-priority job (see `park`): the partition goes back
-    // into the queue, and the job parks once those in flight are done.
-    let should_yield: Box<dyn Fn() -> bool> = {
+    // into the queue, and the job parks once those in flight are done. Only
+    // a witness that works on a copy of its circuit may yield: one made
+    // where there is no room now (it will wait); the others go in with the
+    // circuit itself and, should they wait after all, wait as before.
+    let copy = !shared.ready.has_room(job.priority);
+    let should_yield: Box<dyn Fn() -> bool> = if copy {
         let (shared, job) = (Arc::clone(shared), Arc::clone(job));
         Box::new(move || yields(&shared, &job).is_some())
+    } else {
+        Box::new(|| false)
     };
     let pacing = Rc::new(Pacing::new(&shared.ready, job, should_yield));
     let pacer = Rc::clone(&pacing) as Rc<dyn cuzk_synth::gate::Pacer>;
     let made = panic::catch_unwind(AssertUnwindSafe(move || {
-        cuzk_synth::gate::with_pacer(pacer, || witness_fn(inputs, aux))
+        cuzk_synth::gate::with_pacer(pacer, || witness_fn(inputs, aux, copy))
     }));
     // Counted from the gate until a worker takes the partition.
     let ready = pacing.take_slot();

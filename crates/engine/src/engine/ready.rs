@@ -70,6 +70,12 @@ impl Ready {
         self.lock().iter().sum()
     }
 
+    /// Whether a partition of `priority` would be counted now (nothing is
+    /// reserved: another may take the room first).
+    pub(crate) fn has_room(&self, priority: Priority) -> bool {
+        self.lock()[class(priority)..].iter().sum::<usize>() < self.ahead
+    }
+
     /// Counts a partition of `priority` (until the slot is dropped) if
     /// fewer than `ahead` of its class and above are counted.
     pub(crate) fn try_reserve(self: &Arc<Self>, priority: Priority) -> Option<ReadySlot> {
@@ -202,6 +208,8 @@ mod tests {
         // CRITICAL do not.
         assert!(ready.try_reserve(Priority::Normal).is_none());
         assert!(ready.try_reserve(Priority::Low).is_none());
+        assert!(!ready.has_room(Priority::Normal) && !ready.has_room(Priority::Low));
+        assert!(ready.has_room(Priority::High));
         let c = ready.try_reserve(Priority::Critical).unwrap();
         let d = ready.try_reserve(Priority::High).unwrap();
         assert_eq!(ready.total(), 4);
