@@ -191,6 +191,32 @@ fn need_of(spec: &str, prover: &DevicePces) -> (u64, u64, u64) {
     )
 }
 
+/// An engine on `prover` with one device of 100 MiB (1 MiB margin), PCEs
+/// kept in `dir`, and loaders registered for `specs`.
+fn on_device(
+    mut config: cuzk_engine::EngineConfig,
+    prover: &Arc<DevicePces>,
+    dir: &std::path::Path,
+    specs: [&'static str; 2],
+) -> Engine {
+    config.pce_cache_dir = Some(dir.to_owned());
+    config.device_memory_margin = ByteSize(MIB);
+    let engine = Engine::builder(config)
+        .prover(prover.clone())
+        .devices(vec![cuzk_gpu_sched::DeviceSpec {
+            ordinal: 0,
+            capacity_bytes: 100 * MIB,
+        }])
+        .build()
+        .unwrap();
+    for spec in specs {
+        engine
+            .register_params_loader(spec, params_bytes(&params(spec)), loader(spec))
+            .unwrap();
+    }
+    engine
+}
+
 /// (a) HIGH jobs on a preloaded set, (b) a NORMAL job on the other set
 /// with a HIGH job submitted mid-way, (c) the NORMAL set's job again: each
 /// needs the set and PCE the one before evicted, every job finishes.
@@ -203,22 +229,8 @@ fn mixed_bench_order_with_loaders_pce_files_and_device_pces_finishes() {
     // One set and PCE at a time (with a/b/c on the device a working set is
     // its witness: a few more of those).
     let mut config = config(need_low.max(need_high) + 2 * witness_low);
-    config.pce_cache_dir = Some(dir.path().to_owned());
-    config.device_memory_margin = ByteSize(MIB);
     config.synthesis_concurrency = cuzk_engine::Auto::Value(16);
-    let engine = Engine::builder(config)
-        .prover(prover.clone())
-        .devices(vec![cuzk_gpu_sched::DeviceSpec {
-            ordinal: 0,
-            capacity_bytes: 100 * MIB,
-        }])
-        .build()
-        .unwrap();
-    for spec in [LOW, HIGH] {
-        engine
-            .register_params_loader(spec, params_bytes(&params(spec)), loader(spec))
-            .unwrap();
-    }
+    let engine = on_device(config, &prover, dir.path(), [LOW, HIGH]);
     // Both PCEs on disk already, as mixed_bench's PCE directory holds them.
     for spec in [LOW, HIGH] {
         let n = spec.strip_prefix("chain:").unwrap().parse().unwrap();
@@ -322,23 +334,9 @@ fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
         "{need_low} {need_high} {witness_low}"
     );
     let mut config = config(budget);
-    config.pce_cache_dir = Some(dir.path().to_owned());
-    config.device_memory_margin = ByteSize(MIB);
     config.synthesis_concurrency = cuzk_engine::Auto::Value(PARTS);
     config.synthesis_ahead = cuzk_engine::Auto::Value(1);
-    let engine = Engine::builder(config)
-        .prover(prover.clone())
-        .devices(vec![cuzk_gpu_sched::DeviceSpec {
-            ordinal: 0,
-            capacity_bytes: 100 * MIB,
-        }])
-        .build()
-        .unwrap();
-    for spec in [LOW, HIGH] {
-        engine
-            .register_params_loader(spec, params_bytes(&params(spec)), loader(spec))
-            .unwrap();
-    }
+    let engine = on_device(config, &prover, dir.path(), [LOW, HIGH]);
     let normal = || request(LOW, PARTS, 10, Priority::Normal).with_witness(gated_yielding);
     let proofs = |job: JobHandle| -> Vec<Vec<u8>> {
         job.wait_blocking().unwrap().iter().map(bytes).collect()
