@@ -144,8 +144,15 @@ impl PartsGate {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pacer) = &pacer {
             while !pacer.try_admit() {
-                if may_yield && pacer.should_yield() {
-                    return Err(SynthError::Yielded);
+                // Asked without the gate's lock (the pacer may take its
+                // own); a wake missed meanwhile costs one PACER_POLL.
+                if may_yield {
+                    drop(st);
+                    let give_up = pacer.should_yield();
+                    st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                    if give_up {
+                        return Err(SynthError::Yielded);
+                    }
                 }
                 st = self
                     .turn

@@ -528,7 +528,15 @@ pub(super) fn synthesize(
     let ready = pacing.take_slot();
     let witness = match made {
         Ok(Ok(w)) => w,
-        Ok(Err(SynthError::Yielded)) => return Ok(Synthesized::Yielded(ws, flight)),
+        // Only a witness on a copy of its circuit may yield (its pacer asks
+        // no other): the circuit is still there for its next try.
+        Ok(Err(SynthError::Yielded)) if copy => return Ok(Synthesized::Yielded(ws, flight)),
+        Ok(Err(SynthError::Yielded)) => {
+            return Err(EngineError::Internal(format!(
+                "{} partition {partition}: its witness yielded without a copy of its circuit                  (a witness function must not return SynthError::Yielded itself)",
+                job.id
+            )));
+        }
         Ok(Err(e)) => return Err(synth_err(e)),
         Err(panic) => {
             return Err(EngineError::Panicked {

@@ -39,6 +39,8 @@ struct DevicePces {
     /// Resident PCEs: constraints and partitions in flight using it.
     resident: Mutex<Vec<(usize, u64)>>,
     released: AtomicU64,
+    /// Extra milliseconds each kernel region sleeps beyond 30.
+    slower_ms: u64,
 }
 
 const PCE_ON_DEVICE: u64 = 25 * MIB;
@@ -113,7 +115,7 @@ impl Prover for DevicePces {
     ) -> cuzk_groth16_cuda::Result<MsmResults> {
         let n = input.pce.num_constraints();
         // The GPU is the bottleneck: witnesses wait for it.
-        std::thread::sleep(Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(30 + self.slower_ms));
         let out = self.inner.kernel_region(input, params, staged, timings);
         if let Some((_, users)) = self
             .resident
@@ -323,7 +325,13 @@ fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
     const HIGH: &str = "chain:1500";
     const PARTS: usize = 12;
     let dir = tempfile::tempdir().unwrap();
-    let prover = Arc::new(DevicePces::default());
+    // Kernel regions of 100 ms: the HIGH job's admission starts waiting
+    // while most NORMAL witnesses still wait at the gate, however slow the
+    // machine's CPU side.
+    let prover = Arc::new(DevicePces {
+        slower_ms: 70,
+        ..DevicePces::default()
+    });
     let (need_low, _, witness_low) = need_of(LOW, &prover);
     let (need_high, _, _) = need_of(HIGH, &prover);
     // Room for every partition's witness at once (so all are taken by
@@ -356,19 +364,12 @@ fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
         );
         std::thread::sleep(Duration::from_millis(1));
     }
+    let low_id = low.id().0;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(proofs(low));
     });
     let high = engine.submit(request(HIGH, 1, 3, Priority::High)).unwrap();
-    let low_progress = {
-        let status = engine.status();
-        status
-            .jobs
-            .iter()
-            .find(|j| j.priority == Priority::Normal)
-            .map(|j| j.id)
-    };
     assert_eq!(wait_within(&engine, high, 120, "the HIGH job"), 1);
     // The NORMAL job had partitions left when the HIGH job's proof was out:
     // it parked for it.
@@ -376,7 +377,7 @@ fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
         .status()
         .jobs
         .iter()
-        .filter(|j| Some(j.id) == low_progress)
+        .filter(|j| j.id == low_id)
         .map(|j| PARTS - j.proved)
         .sum::<usize>();
     let stats = engine.stats();
