@@ -40,34 +40,44 @@ pub fn is_fake(vk: &VerifyingKey<Bls12>) -> bool {
     vk.alpha_g1 == fake_alpha_g1()
 }
 
+/// Replaces every nonzero element of `v` by its inverse (zeros stay zero)
+/// with one field inversion (Montgomery's trick); `prefix` is scratch.
+fn invert_all<F: Field>(v: &mut [F], prefix: &mut Vec<F>) {
+    prefix.clear();
+    let mut acc = F::ONE;
+    for x in v.iter() {
+        prefix.push(acc);
+        if !bool::from(x.is_zero()) {
+            acc *= x;
+        }
+    }
+    let mut inv = acc.invert().unwrap_or(F::ZERO);
+    for (x, before) in v.iter_mut().zip(prefix.iter()).rev() {
+        if bool::from(x.is_zero()) {
+            continue;
+        }
+        let xinv = inv * before;
+        inv *= *x;
+        *x = xinv;
+    }
+}
+
 /// `fn $name(&[$proj], &mut [$aff])`: affine forms of Jacobian points with
-/// one field inversion for the whole slice (Montgomery's trick), written
-/// into `out` (as long as `points`). The identity maps to the identity.
+/// one field inversion for the whole slice, written into `out` (as long as
+/// `points`). The identity maps to the identity.
 macro_rules! normalize {
     ($name:ident, $proj:ty, $aff:ty, $field:ty) => {
         fn $name(points: &[$proj], out: &mut [$aff]) {
             debug_assert_eq!(points.len(), out.len());
-            // prefix[i]: the product of the nonzero z before point i.
-            let mut prefix = Vec::with_capacity(points.len());
-            let mut acc = <$field>::ONE;
-            for p in points {
-                prefix.push(acc);
-                let z = p.z();
-                if !bool::from(z.is_zero()) {
-                    acc *= z;
-                }
-            }
-            let mut inv = acc.invert().unwrap_or(<$field>::ZERO);
-            for ((p, before), o) in points.iter().zip(&prefix).zip(out.iter_mut()).rev() {
-                let z = p.z();
-                if bool::from(z.is_zero()) {
-                    *o = <$aff>::default();
-                    continue;
-                }
-                let zinv = inv * before;
-                inv *= z;
-                let zinv2 = zinv.square();
-                *o = <$aff>::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false);
+            let mut zinv: Vec<$field> = points.iter().map(|p| p.z()).collect();
+            invert_all(&mut zinv, &mut Vec::with_capacity(points.len()));
+            for ((p, zinv), o) in points.iter().zip(zinv).zip(out.iter_mut()) {
+                *o = if bool::from(zinv.is_zero()) {
+                    <$aff>::default()
+                } else {
+                    let zinv2 = zinv.square();
+                    <$aff>::from_raw_unchecked(p.x() * zinv2, p.y() * zinv2 * zinv, false)
+                };
             }
         }
     };
@@ -113,32 +123,29 @@ macro_rules! progression {
                 out[l * run] = h;
             }
             let (sx, sy) = (step_a.x(), step_a.y());
-            let mut dx = vec![<$field>::ZERO; lanes];
-            let mut prefix = vec![<$field>::ONE; lanes];
+            let mut dinv = Vec::with_capacity(lanes);
+            let mut scratch = Vec::with_capacity(lanes);
             for k in 1..run {
-                // Lanes 0..live have a point k.
+                // Lanes 0..live have a point k. A zero stands for a sum the
+                // affine formula cannot make (identity, or x shared).
                 let live = (0..lanes).take_while(|l| l * run + k < n).count();
-                let mut acc = <$field>::ONE;
-                for l in 0..live {
+                dinv.clear();
+                dinv.extend((0..live).map(|l| {
                     let prev = &out[l * run + k - 1];
-                    let d = sx - prev.x();
-                    dx[l] = d;
-                    prefix[l] = acc;
-                    if !bool::from(prev.is_identity()) && !bool::from(d.is_zero()) {
-                        acc *= d;
+                    if bool::from(prev.is_identity()) {
+                        <$field>::ZERO
+                    } else {
+                        sx - prev.x()
                     }
-                }
-                let mut inv = acc.invert().unwrap_or(<$field>::ZERO);
-                for l in (0..live).rev() {
+                }));
+                invert_all(&mut dinv, &mut scratch);
+                for (l, dinv) in dinv.iter().enumerate() {
                     let i = l * run + k;
                     let prev = out[i - 1];
-                    let d = dx[l];
-                    if bool::from(prev.is_identity()) || bool::from(d.is_zero()) {
+                    if bool::from(dinv.is_zero()) {
                         out[i] = (<$proj>::from(prev) + step_a).to_affine();
                         continue;
                     }
-                    let dinv = inv * prefix[l];
-                    inv *= d;
                     let (px, py) = (prev.x(), prev.y());
                     let lambda = (sy - py) * dinv;
                     let x3 = lambda.square() - px - sx;
