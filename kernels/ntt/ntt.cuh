@@ -114,20 +114,36 @@ __device__ __forceinline__ void ntt_store(fr_t* p, const fr_t& v) {
     q[1] = make_uint4(v.v[4], v.v[5], v.v[6], v.v[7]);
 }
 
-// Shared memory holds elements limb-major (limb j of element i at sm[j][i]),
-// so a warp touching consecutive elements reads consecutive words: no bank
-// conflicts where a 32-byte-per-thread layout would have two-way ones.
+// Shared memory holds elements limb-major (limb j of element i at sm[j][.]),
+// so a warp touching consecutive elements reads consecutive words, and each
+// element i sits at slot ntt_slot(i, lc): i with its low five bits XORed by
+// (i >> 5) << lc. Within 32 aligned elements the XOR is one constant, so
+// consecutive accesses stay conflict-free; a warp whose elements are 2^s
+// apart (s >= 5, the stage pairs' rows of one j) or whose 2^lc columns come
+// with rows that far apart spreads over the banks instead of piling on a
+// few. The CPU twin `slot` in plan/cpu_twin.rs is tested to be a
+// permutation of each 32-element group.
 typedef uint32_t ntt_smem_t[8][1u << NTT_LOG_BLOCK];
 
-__device__ __forceinline__ fr_t ntt_sm_load(const ntt_smem_t& sm, uint32_t i) {
+// sw: lc, or NTT_NO_SWIZZLE for the plain layout (slot i), which the
+// variants without SW use (kept to measure the swizzle and the j-first
+// pairs against).
+#define NTT_NO_SWIZZLE 0xffu
+__device__ __forceinline__ uint32_t ntt_slot(uint32_t i, uint32_t sw) {
+    return sw == NTT_NO_SWIZZLE ? i : i ^ (((i >> 5) << sw) & 31u);
+}
+
+__device__ __forceinline__ fr_t ntt_sm_load(const ntt_smem_t& sm, uint32_t i, uint32_t sw) {
+    const uint32_t s = ntt_slot(i, sw);
     fr_t r;
 #pragma unroll
-    for (int j = 0; j < 8; j++) r.v[j] = sm[j][i];
+    for (int j = 0; j < 8; j++) r.v[j] = sm[j][s];
     return r;
 }
-__device__ __forceinline__ void ntt_sm_store(ntt_smem_t& sm, uint32_t i, const fr_t& v) {
+__device__ __forceinline__ void ntt_sm_store(ntt_smem_t& sm, uint32_t i, uint32_t sw, const fr_t& v) {
+    const uint32_t s = ntt_slot(i, sw);
 #pragma unroll
-    for (int j = 0; j < 8; j++) sm[j][i] = v.v[j];
+    for (int j = 0; j < 8; j++) sm[j][s] = v.v[j];
 }
 
 // t_lo[e mod 2^l] * t_hi[e >> l]; one lookup when e < 2^l (then t_hi is not
@@ -176,20 +192,21 @@ __device__ __forceinline__ void ntt_pair(uint32_t q, uint32_t st, uint32_t lc, u
 // One radix-2 stage over the block's elements in shared memory. Stage 0's
 // twiddles are all 1 (a warp-uniform branch skips them); in later stages a
 // warp mixes twiddles of 1 with others, so skipping per thread saves nothing.
-template <bool DIT, uint32_t T>
+template <bool DIT, bool SW, uint32_t T>
 __device__ __forceinline__ void ntt_stage(ntt_smem_t& sm, const fr_t* radix, uint32_t st, uint32_t lc,
                                           uint32_t butterflies, uint32_t inverse) {
+    const uint32_t sw = SW ? lc : NTT_NO_SWIZZLE;
     for (uint32_t q0 = threadIdx.x; q0 < butterflies; q0 += 2 * T) {
         const uint32_t q1 = q0 + T;
         const bool two = q1 < butterflies;
         uint32_t a0, a1, ja, b0 = 0, b1 = 0, jb = 0;
         ntt_pair(q0, st, lc, a0, a1, ja);
         if (two) ntt_pair(q1, st, lc, b0, b1, jb);
-        fr_t ua = ntt_sm_load(sm, a0), va = ntt_sm_load(sm, a1);
+        fr_t ua = ntt_sm_load(sm, a0, sw), va = ntt_sm_load(sm, a1, sw);
         fr_t ub = ua, vb = va;
         if (two) {
-            ub = ntt_sm_load(sm, b0);
-            vb = ntt_sm_load(sm, b1);
+            ub = ntt_sm_load(sm, b0, sw);
+            vb = ntt_sm_load(sm, b1, sw);
         }
         if (DIT) {
             // (u, v) -> (u + v w, u - v w)
@@ -197,11 +214,11 @@ __device__ __forceinline__ void ntt_stage(ntt_smem_t& sm, const fr_t* radix, uin
                 va = va * ntt_stage_twiddle(radix, ja, st, inverse);
                 if (two) vb = vb * ntt_stage_twiddle(radix, jb, st, inverse);
             }
-            ntt_sm_store(sm, a0, ua + va);
-            ntt_sm_store(sm, a1, ua - va);
+            ntt_sm_store(sm, a0, sw, ua + va);
+            ntt_sm_store(sm, a1, sw, ua - va);
             if (two) {
-                ntt_sm_store(sm, b0, ub + vb);
-                ntt_sm_store(sm, b1, ub - vb);
+                ntt_sm_store(sm, b0, sw, ub + vb);
+                ntt_sm_store(sm, b1, sw, ub - vb);
             }
         } else {
             // (u, v) -> (u + v, (u - v) w)
@@ -210,11 +227,11 @@ __device__ __forceinline__ void ntt_stage(ntt_smem_t& sm, const fr_t* radix, uin
                 da = da * ntt_stage_twiddle(radix, ja, st, inverse);
                 if (two) db = db * ntt_stage_twiddle(radix, jb, st, inverse);
             }
-            ntt_sm_store(sm, a0, ua + va);
-            ntt_sm_store(sm, a1, da);
+            ntt_sm_store(sm, a0, sw, ua + va);
+            ntt_sm_store(sm, a1, sw, da);
             if (two) {
-                ntt_sm_store(sm, b0, ub + vb);
-                ntt_sm_store(sm, b1, db);
+                ntt_sm_store(sm, b0, sw, ub + vb);
+                ntt_sm_store(sm, b1, sw, db);
             }
         }
     }
@@ -223,12 +240,33 @@ __device__ __forceinline__ void ntt_stage(ntt_smem_t& sm, const fr_t* radix, uin
 // Shared-memory index of the first row of quad q for the stage pair (st,
 // st + 1): rows r, r + 2^st, r + 2^(st+1), r + 3 * 2^st in column q mod
 // 2^lc, at i0, i0 + h, i0 + 2h, i0 + 3h with h = 2^(st + lc); j is the
-// row's bits below st. The CPU twin is `quad` in plan.rs.
-__device__ __forceinline__ void ntt_quad(uint32_t q, uint32_t st, uint32_t lc, uint32_t& i0, uint32_t& j) {
+// row's bits below st. Quads are numbered column first; then, in the usual
+// order, by j and the row bits above st + 1 ("hi"). With ntt_j_major the
+// order is hi before j, so each of the 2^st values of j owns a run of
+// 2^(bits - 2 - st + lc) consecutive quads: at least a warp's 32 wherever
+// the rule holds, and the warps of j = 0, whose twiddles in both stages
+// but one are 1, skip those multiplications on a warp-uniform branch. The
+// CPU twins are `quad` and `j_major` in plan/cpu_twin.rs.
+__device__ __forceinline__ bool ntt_j_major(uint32_t st, uint32_t lc, uint32_t bits) {
+    // st >= 1 (at 0 every quad has j = 0 anyway), st + lc <= 4 (beyond it
+    // the run's rows pile on fewer banks than the usual order's), and runs
+    // of at least 32 quads.
+    return st >= 1 && st + lc <= 4 && bits + lc >= st + 7;
+}
+__device__ __forceinline__ void ntt_quad(uint32_t q, uint32_t st, uint32_t lc, uint32_t bits, bool jm,
+                                         uint32_t& i0, uint32_t& j) {
     const uint32_t col = q & ((1u << lc) - 1);
     const uint32_t qq = q >> lc;
-    j = qq & ((1u << st) - 1);
-    const uint32_t row = ((qq >> st) << (st + 2)) | j;
+    uint32_t hi;
+    if (jm && ntt_j_major(st, lc, bits)) {
+        const uint32_t hib = bits - 2 - st;
+        hi = qq & ((1u << hib) - 1);
+        j = qq >> hib;
+    } else {
+        j = qq & ((1u << st) - 1);
+        hi = qq >> st;
+    }
+    const uint32_t row = (hi << (st + 2)) | j;
     i0 = (row << lc) | col;
 }
 
@@ -239,47 +277,54 @@ __device__ __forceinline__ void ntt_quad(uint32_t q, uint32_t st, uint32_t lc, u
 // butterfly saves none), with half the shared-memory traffic and
 // __syncthreads. DIT runs st then st + 1; DIF st + 1 then st. Stage st + 1
 // pairs r with r + 2^(st+1) (twiddle index j) and r + 2^st with r + 3 *
-// 2^st (index j + 2^st). In the pair (0, 1) every quad has j = 0: stage 0's
-// twiddles and stage 1's first are 1 and are skipped (a warp-uniform
-// branch), one multiplication a quad fewer than radix-2 stages do.
-template <bool DIT, uint32_t T>
+// 2^st (index j + 2^st). A quad with j = 0 has twiddles of 1 in stage st
+// and in stage st + 1's first pair: those three of its four
+// multiplications are skipped. In the pair (0, 1) that is every quad; with
+// ntt_j_major it is whole warps at st = 1-3 (the branch is per thread, so
+// elsewhere a warp mixing j = 0 with others saves nothing and loses
+// nothing).
+template <bool DIT, bool SW, uint32_t T>
 __device__ __forceinline__ void ntt_stage_pair(ntt_smem_t& sm, const fr_t* radix, uint32_t st, uint32_t lc,
-                                               uint32_t quads, uint32_t inverse) {
+                                               uint32_t bits, uint32_t quads, uint32_t inverse) {
+    const uint32_t sw = SW ? lc : NTT_NO_SWIZZLE;
     for (uint32_t q = threadIdx.x; q < quads; q += T) {
         uint32_t i0, j;
-        ntt_quad(q, st, lc, i0, j);
+        ntt_quad(q, st, lc, bits, SW, i0, j);
         const uint32_t h = 1u << (st + lc);
-        fr_t x0 = ntt_sm_load(sm, i0), x1 = ntt_sm_load(sm, i0 + h);
-        fr_t x2 = ntt_sm_load(sm, i0 + 2 * h), x3 = ntt_sm_load(sm, i0 + 3 * h);
+        fr_t x0 = ntt_sm_load(sm, i0, sw), x1 = ntt_sm_load(sm, i0 + h, sw);
+        fr_t x2 = ntt_sm_load(sm, i0 + 2 * h, sw), x3 = ntt_sm_load(sm, i0 + 3 * h, sw);
+        const bool tw = j != 0;
         if (DIT) {
-            if (st != 0) {
+            if (tw) {
                 const fr_t w = ntt_stage_twiddle(radix, j, st, inverse);
                 x1 = x1 * w;
                 x3 = x3 * w;
             }
             const fr_t y0 = x0 + x1, y1 = x0 - x1;
             fr_t y2 = x2 + x3;
-            if (st != 0) y2 = y2 * ntt_stage_twiddle(radix, j, st + 1, inverse);
+            if (tw) y2 = y2 * ntt_stage_twiddle(radix, j, st + 1, inverse);
             const fr_t y3 = (x2 - x3) * ntt_stage_twiddle(radix, j + (1u << st), st + 1, inverse);
-            ntt_sm_store(sm, i0, y0 + y2);
-            ntt_sm_store(sm, i0 + h, y1 + y3);
-            ntt_sm_store(sm, i0 + 2 * h, y0 - y2);
-            ntt_sm_store(sm, i0 + 3 * h, y1 - y3);
+            ntt_sm_store(sm, i0, sw, y0 + y2);
+            ntt_sm_store(sm, i0 + h, sw, y1 + y3);
+            ntt_sm_store(sm, i0 + 2 * h, sw, y0 - y2);
+            ntt_sm_store(sm, i0 + 3 * h, sw, y1 - y3);
         } else {
             const fr_t y0 = x0 + x2;
             fr_t y2 = x0 - x2;
-            if (st != 0) y2 = y2 * ntt_stage_twiddle(radix, j, st + 1, inverse);
+            if (tw) y2 = y2 * ntt_stage_twiddle(radix, j, st + 1, inverse);
             const fr_t y1 = x1 + x3, y3 = (x1 - x3) * ntt_stage_twiddle(radix, j + (1u << st), st + 1, inverse);
+            // The sums first: fewer values live across the last two
+            // multiplications.
+            ntt_sm_store(sm, i0, sw, y0 + y1);
+            ntt_sm_store(sm, i0 + 2 * h, sw, y2 + y3);
             fr_t d0 = y0 - y1, d1 = y2 - y3;
-            if (st != 0) {
+            if (tw) {
                 const fr_t w = ntt_stage_twiddle(radix, j, st, inverse);
                 d0 = d0 * w;
                 d1 = d1 * w;
             }
-            ntt_sm_store(sm, i0, y0 + y1);
-            ntt_sm_store(sm, i0 + h, d0);
-            ntt_sm_store(sm, i0 + 2 * h, y2 + y3);
-            ntt_sm_store(sm, i0 + 3 * h, d1);
+            ntt_sm_store(sm, i0 + h, sw, d0);
+            ntt_sm_store(sm, i0 + 3 * h, sw, d1);
         }
     }
 }
@@ -291,7 +336,7 @@ __device__ __forceinline__ void ntt_stage_pair(ntt_smem_t& sm, const fr_t* radix
 // With R4 the stages run in pairs (ntt_stage_pair), with a lone stage 0
 // when the pass has an odd number of bits (first in DIT, last in DIF; its
 // twiddles are 1). T is the block size.
-template <bool DIT, bool R4, uint32_t T>
+template <bool DIT, bool R4, bool SW, uint32_t T>
 __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, const fr_t* radix,
                                          const fr_t* tw_lo, const fr_t* tw_hi, const fr_t* sc_lo,
                                          const fr_t* sc_hi, fr_t* out, const ntt_pass_params& p) {
@@ -312,7 +357,7 @@ __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, 
             fr_t f;
             if (ntt_factor(p, tw_lo, tw_hi, c0 + col, row, f)) v = v * f;
         }
-        ntt_sm_store(sm, l, v);
+        ntt_sm_store(sm, l, SW ? lc : NTT_NO_SWIZZLE, v);
     }
     __syncthreads();
 
@@ -320,22 +365,22 @@ __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, 
     if (!R4) {
         for (uint32_t i = 0; i < p.bits; i++) {
             const uint32_t st = DIT ? i : p.bits - 1 - i;
-            ntt_stage<DIT, T>(sm, radix, st, lc, butterflies, p.inverse);
+            ntt_stage<DIT, SW, T>(sm, radix, st, lc, butterflies, p.inverse);
             __syncthreads();
         }
     } else {
         const uint32_t odd = p.bits & 1;
         if (DIT && odd) {
-            ntt_stage<DIT, T>(sm, radix, 0, lc, butterflies, p.inverse);
+            ntt_stage<DIT, SW, T>(sm, radix, 0, lc, butterflies, p.inverse);
             __syncthreads();
         }
         for (uint32_t i = 0; i + 1 < p.bits; i += 2) {
             const uint32_t st = DIT ? odd + i : p.bits - 2 - i;
-            ntt_stage_pair<DIT, T>(sm, radix, st, lc, n >> 2, p.inverse);
+            ntt_stage_pair<DIT, SW, T>(sm, radix, st, lc, p.bits, n >> 2, p.inverse);
             __syncthreads();
         }
         if (!DIT && odd) {
-            ntt_stage<DIT, T>(sm, radix, 0, lc, butterflies, p.inverse);
+            ntt_stage<DIT, SW, T>(sm, radix, 0, lc, butterflies, p.inverse);
             __syncthreads();
         }
     }
@@ -343,7 +388,7 @@ __device__ __forceinline__ void ntt_pass(fr_t* x, const fr_t* b, const fr_t* c, 
     for (uint32_t l = threadIdx.x; l < n; l += T) {
         const uint32_t row = l >> lc, col = l & col_mask;
         const uint32_t g = base + (row << lo) + col;
-        fr_t v = ntt_sm_load(sm, l);
+        fr_t v = ntt_sm_load(sm, l, SW ? lc : NTT_NO_SWIZZLE);
         if (!DIT && p.tw_bits != 0) {
             fr_t f;
             if (ntt_factor(p, tw_lo, tw_hi, c0 + col, row, f)) v = v * f;

@@ -125,9 +125,18 @@ const PARTLY_WHOLE: [(&str, TableLayout); 2] = [
 /// The configurations timed beside the default: each pass kernel variant
 /// with small and whole tables, each with and without the fused
 /// bit-reversal, and the default kernel with tables partly whole
-/// ([`PARTLY_WHOLE`]); `layouts_only`: the last alone.
+/// ([`PARTLY_WHOLE`]); `layouts_only`: the last, and the default kernel
+/// without its swizzle ([`PassKernel::Radix4T128B6Plain`]), alone.
 fn ntt_variants(layouts_only: bool) -> Vec<(String, NttConfig)> {
     let mut out = Vec::new();
+    // The default kernel before its swizzled slots and j-first pairs.
+    out.push((
+        format!("{:?}-small", PassKernel::Radix4T128B6Plain),
+        NttConfig {
+            pass_kernel: PassKernel::Radix4T128B6Plain,
+            ..NttConfig::default()
+        },
+    ));
     for (label, tables) in PARTLY_WHOLE {
         out.push((
             format!("{:?}-{label}", NttConfig::default().pass_kernel),
@@ -148,7 +157,7 @@ fn ntt_variants(layouts_only: bool) -> Vec<(String, NttConfig)> {
                     tables,
                     fused_bitrev,
                 };
-                if config != NttConfig::default() {
+                if config != NttConfig::default() && !out.iter().any(|(_, c)| *c == config) {
                     let fused = if fused_bitrev { "-fused" } else { "" };
                     out.push((format!("{pass_kernel:?}-{label}{fused}"), config));
                 }

@@ -64,7 +64,12 @@ impl Default for TableLayout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stages {
     Radix2,
+    /// Stage pairs, at stages 1-3 numbered j first where
+    /// [`super::plan::j_major`] allows (the kernels with swizzled slots).
     Radix4,
+    /// Stage pairs in the usual quad order (the kernel without the
+    /// swizzle, kept to measure against).
+    Radix4Plain,
 }
 
 /// The pass kernel variants of `kernels/ntt.cu` (`NTT_PASS_KERNELS`): how
@@ -88,9 +93,12 @@ pub enum PassKernel {
     Radix4,
     /// Stage pairs, 256 threads held to 3 blocks per SM (77-78 registers).
     Radix4T256B3,
-    /// Stage pairs, 128 threads held to 6 blocks per SM (77-78 registers).
+    /// Stage pairs, 128 threads held to 6 blocks per SM (77-80 registers).
     #[default]
     Radix4T128B6,
+    /// [`PassKernel::Radix4T128B6`] without the swizzled shared-memory
+    /// slots and j-first pairs: the default before them, to measure against.
+    Radix4T128B6Plain,
     /// Stage pairs, 256 threads held to 64 registers (4 blocks per SM;
     /// a few spilled words).
     Radix4T256B4,
@@ -98,8 +106,9 @@ pub enum PassKernel {
 
 impl PassKernel {
     /// Every variant, the default first.
-    pub const ALL: [PassKernel; 7] = [
+    pub const ALL: [PassKernel; 8] = [
         PassKernel::Radix4T128B6,
+        PassKernel::Radix4T128B6Plain,
         PassKernel::Radix2,
         PassKernel::Radix2T128,
         PassKernel::Radix2T256B4,
@@ -117,6 +126,7 @@ impl PassKernel {
             PassKernel::Radix4 => "_r4_t256",
             PassKernel::Radix4T256B3 => "_r4_t256_b3",
             PassKernel::Radix4T128B6 => "_r4_t128_b6",
+            PassKernel::Radix4T128B6Plain => "_r4_t128_b6_plain",
             PassKernel::Radix4T256B4 => "_r4_t256_b4",
         }
     }
@@ -124,7 +134,9 @@ impl PassKernel {
     /// Threads per block it is compiled for.
     pub fn threads(self) -> u32 {
         match self {
-            PassKernel::Radix2T128 | PassKernel::Radix4T128B6 => 128,
+            PassKernel::Radix2T128 | PassKernel::Radix4T128B6 | PassKernel::Radix4T128B6Plain => {
+                128
+            }
             _ => plan::THREADS,
         }
     }
@@ -135,6 +147,7 @@ impl PassKernel {
             PassKernel::Radix2 | PassKernel::Radix2T128 | PassKernel::Radix2T256B4 => {
                 Stages::Radix2
             }
+            PassKernel::Radix4T128B6Plain => Stages::Radix4Plain,
             _ => Stages::Radix4,
         }
     }
@@ -185,7 +198,7 @@ mod tests {
     use super::*;
 
     /// Each variant's suffix, threads and stages are those the module
-    /// instantiates (`NTT_PASS_KERNELS(suffix, r4, threads, min_blocks)` in
+    /// instantiates (`NTT_PASS_KERNELS(suffix, r4, sw, threads, min_blocks)` in
     /// kernels/ntt.cu), and no instantiation lacks a variant.
     #[test]
     fn pass_kernels_match_the_module() {
@@ -201,8 +214,9 @@ mod tests {
                 .iter()
                 .find(|l| l[0] == k.suffix())
                 .unwrap_or_else(|| panic!("{k:?}: no NTT_PASS_KERNELS({}, ...)", k.suffix()));
-            assert_eq!(line[1] == "true", k.stages() == Stages::Radix4, "{k:?}");
-            assert_eq!(line[2], k.threads().to_string(), "{k:?}");
+            assert_eq!(line[1] == "true", k.stages() != Stages::Radix2, "{k:?}");
+            assert_eq!(line[2] == "true", k.stages() == Stages::Radix4, "{k:?}");
+            assert_eq!(line[3], k.threads().to_string(), "{k:?}");
         }
         // The names the macro makes are those entry_point gives.
         for dir in ["dif", "dit"] {

@@ -8,7 +8,7 @@ use ff::Field;
 use super::tables::table_pow;
 use super::{
     BitrevParams, DomainPlan, LOG_BLOCK, Launch, POST_BITREV_SCALE, POST_SCALE_REV, PRE_AB_MINUS_C,
-    PassParams, SCALE_CONST, SCALE_DST, SCALE_SRC, SplitTable, Stages, Vector,
+    PassParams, SCALE_CONST, SCALE_DST, SCALE_SRC, SplitTable, Stages, Vector, j_major,
 };
 
 impl DomainPlan {
@@ -65,7 +65,6 @@ impl DomainPlan {
                         (Vector::B, _) => (&mut *b, None, None),
                         (Vector::C, _) => (&mut *c, None, None),
                     };
-                    let stages_of = |st| cpu_stages(stages, dit, st);
                     cpu_pass(
                         dit,
                         grid,
@@ -76,7 +75,7 @@ impl DomainPlan {
                         t(tw),
                         t(sc),
                         &params,
-                        stages_of,
+                        stages,
                     );
                 }
                 Launch::Bitrev { x, sc, params, .. } => {
@@ -118,7 +117,7 @@ fn cpu_stages(stages: Stages, dit: bool, bits: u32) -> Vec<(u32, bool)> {
         Stages::Radix2 => (0..bits)
             .map(|i| (if dit { i } else { bits - 1 - i }, false))
             .collect(),
-        Stages::Radix4 => {
+        Stages::Radix4 | Stages::Radix4Plain => {
             let odd = bits & 1;
             let mut out = Vec::new();
             if dit && odd == 1 {
@@ -147,12 +146,19 @@ fn stage_twiddle(radix: &[Scalar], j: u32, st: u32, inverse: bool) -> Scalar {
 }
 
 /// `ntt_quad`: the shared-memory index of quad q's first row for the stage
-/// pair (st, st + 1), and the row's bits below st.
-fn quad(q: u32, st: u32, lc: u32) -> (usize, u32) {
+/// pair (st, st + 1) of a pass of `bits` stages, and the row's bits below st;
+/// j first where `jm` (the kernels with swizzled slots) and [`j_major`] say
+/// so.
+fn quad(q: u32, st: u32, lc: u32, bits: u32, jm: bool) -> (usize, u32) {
     let col = q & ((1 << lc) - 1);
     let qq = q >> lc;
-    let j = qq & ((1 << st) - 1);
-    let row = ((qq >> st) << (st + 2)) | j;
+    let (hi, j) = if jm && j_major(st, lc, bits) {
+        let hib = bits - 2 - st;
+        (qq & ((1 << hib) - 1), qq >> hib)
+    } else {
+        (qq >> st, qq & ((1 << st) - 1))
+    };
+    let row = (hi << (st + 2)) | j;
     (((row << lc) | col) as usize, j)
 }
 
@@ -180,25 +186,35 @@ fn cpu_stage(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u32, i
     }
 }
 
-/// Stages st and st + 1 on quads of rows (`ntt_stage_pair`). In the pair
-/// (0, 1) every quad's j is 0, so stage 0's twiddles and stage 1's first are
-/// 1: not multiplied, as in the kernel.
-fn cpu_stage_pair(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u32, inverse: bool) {
+/// Stages st and st + 1 on quads of rows (`ntt_stage_pair`). A quad with j
+/// = 0 (every quad in the pair (0, 1)) has twiddles of 1 in stage st and in
+/// stage st + 1's first pair: not multiplied, as in the kernel.
+fn cpu_stage_pair(
+    sm: &mut [Scalar],
+    radix: &[Scalar],
+    dit: bool,
+    st: u32,
+    p: &PassParams,
+    jm: bool,
+    inverse: bool,
+) {
+    let (lc, bits) = (p.log_cols, p.bits);
     let n = sm.len() as u32;
     let h = 1usize << (st + lc);
     for q in 0..n / 4 {
-        let (i0, j) = quad(q, st, lc);
+        let (i0, j) = quad(q, st, lc, bits, jm);
         let (x0, mut x1, x2, mut x3) = (sm[i0], sm[i0 + h], sm[i0 + 2 * h], sm[i0 + 3 * h]);
+        let tw = j != 0;
         let wa = stage_twiddle(radix, j, st + 1, inverse);
         let wb = stage_twiddle(radix, j + (1 << st), st + 1, inverse);
         if dit {
-            if st != 0 {
+            if tw {
                 let w = stage_twiddle(radix, j, st, inverse);
                 x1 *= w;
                 x3 *= w;
             }
             let (y0, y1) = (x0 + x1, x0 - x1);
-            let y2 = if st != 0 { (x2 + x3) * wa } else { x2 + x3 };
+            let y2 = if tw { (x2 + x3) * wa } else { x2 + x3 };
             let y3 = (x2 - x3) * wb;
             sm[i0] = y0 + y2;
             sm[i0 + h] = y1 + y3;
@@ -206,10 +222,10 @@ fn cpu_stage_pair(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u
             sm[i0 + 3 * h] = y1 - y3;
         } else {
             let y0 = x0 + x2;
-            let y2 = if st != 0 { (x0 - x2) * wa } else { x0 - x2 };
+            let y2 = if tw { (x0 - x2) * wa } else { x0 - x2 };
             let (y1, y3) = (x1 + x3, (x1 - x3) * wb);
             let (mut d0, mut d1) = (y0 - y1, y2 - y3);
-            if st != 0 {
+            if tw {
                 let w = stage_twiddle(radix, j, st, inverse);
                 d0 *= w;
                 d1 *= w;
@@ -222,8 +238,8 @@ fn cpu_stage_pair(sm: &mut [Scalar], radix: &[Scalar], dit: bool, st: u32, lc: u
     }
 }
 
-/// `ntt_pass` of kernels/ntt/ntt.cuh, block by block, with the stage steps
-/// `stages(bits)` gives.
+/// `ntt_pass` of kernels/ntt/ntt.cuh, block by block, with its stages run
+/// as `stages`.
 #[allow(clippy::too_many_arguments)]
 fn cpu_pass(
     dit: bool,
@@ -235,13 +251,14 @@ fn cpu_pass(
     tw: (&[Scalar], &[Scalar]),
     sc: (&[Scalar], &[Scalar]),
     p: &PassParams,
-    stages: impl Fn(u32) -> Vec<(u32, bool)>,
+    stages: Stages,
 ) {
     let (lo, lc) = (p.lo, p.log_cols);
     let n = 1u32 << (p.bits + lc);
     let col_mask = (1u32 << lc) - 1;
     let col_blocks_log = lo - lc;
-    let steps = stages(p.bits);
+    let steps = cpu_stages(stages, dit, p.bits);
+    let jm = stages == Stages::Radix4;
     let inverse = p.inverse != 0;
     let mut sm = vec![Scalar::ZERO; n as usize];
     for block in 0..grid {
@@ -264,7 +281,7 @@ fn cpu_pass(
         }
         for &(st, pair) in &steps {
             if pair {
-                cpu_stage_pair(&mut sm, radix, dit, st, lc, inverse);
+                cpu_stage_pair(&mut sm, radix, dit, st, p, jm, inverse);
             } else {
                 cpu_stage(&mut sm, radix, dit, st, lc, inverse);
             }
@@ -366,6 +383,12 @@ mod tests {
     #[test]
     fn cpu_twin_radix4_matches_bellperson() {
         twin_matches_bellperson(Stages::Radix4);
+    }
+
+    /// And in the usual quad order (the kernel without the swizzle).
+    #[test]
+    fn cpu_twin_radix4_plain_matches_bellperson() {
+        twin_matches_bellperson(Stages::Radix4Plain);
     }
 
     fn twin_matches_bellperson(stages: Stages) {
@@ -539,15 +562,16 @@ mod tests {
         }
     }
 
-    /// A quad's butterflies are exactly the radix-2 butterflies of its two
-    /// stages, with the same twiddle indices: every pair of each stage once.
     /// The cost model with stage pairs: a quarter multiplication an
-    /// element fewer in each pass of an even number of bits. At 2^26 (passes
-    /// of 10, 8 and 8 bits, seven transforms) H's 110.5 multiplications an
-    /// element with small tables become 105.25.
+    /// element fewer in each pass of an even number of bits (the pair (0,
+    /// 1)), and 3 * 2^-(st + 2) fewer for each pair at st >= 1 numbered j
+    /// first. At 2^26 (passes of 10, 8 and 8 bits, each with a j-first pair
+    /// at st = 2; seven transforms) H's 110.5 multiplications an element
+    /// with small tables become 105.25 with the pair (0, 1) and 101.3125
+    /// with the j-first pairs too.
     #[test]
     fn stage_pairs_skip_stage_one_first_twiddle() {
-        for log2 in [11, 19, 26] {
+        for log2 in [11, 19, 24, 26, 27] {
             let plan = DomainPlan::with_layout(log2, TableLayout::SMALL).unwrap();
             let launches = plan.launches(Op::H);
             let m = 1u64 << log2;
@@ -556,18 +580,46 @@ mod tests {
                 .iter()
                 .map(|l| l.multiplications_with(Stages::Radix4))
                 .sum();
+            // Every pass's quads, counted one by one with the kernel's
+            // mapping: a quad skips three multiplications where its whole
+            // warp of 32 consecutive quads has j = 0.
+            let mut skipped = 0u64;
+            for l in &launches {
+                let Launch::Pass {
+                    params: p, grid, ..
+                } = l
+                else {
+                    continue;
+                };
+                let quads = 1u32 << (p.bits + p.log_cols - 2);
+                let radix4 = cpu_stages(Stages::Radix4, true, p.bits);
+                for &(st, pair) in &radix4 {
+                    if !pair || st == 0 {
+                        continue;
+                    }
+                    for w in (0..quads).step_by(32) {
+                        let end = (w + 32).min(quads);
+                        if (w..end).all(|q| quad(q, st, p.log_cols, p.bits, true).1 == 0) {
+                            skipped += 3 * u64::from(end - w) * u64::from(*grid);
+                        }
+                    }
+                }
+            }
             let even = launches
                 .iter()
                 .filter(|l| matches!(l, Launch::Pass { params, .. } if params.bits % 2 == 0))
                 .count() as u64;
-            assert_eq!(radix2 - pairs, even * m / 4, "2^{log2}");
+            assert_eq!(radix2 - pairs, even * m / 4 + skipped, "2^{log2}");
             let per = |muls: u64| muls as f64 / m as f64;
             if log2 == 26 {
                 assert_eq!(
                     plan.passes().iter().map(|p| p.bits).collect::<Vec<_>>(),
                     [10, 8, 8]
                 );
-                assert_eq!((per(radix2), per(pairs)), (110.5, 105.25));
+                assert_eq!((per(radix2), per(pairs)), (110.5, 101.3125));
+            }
+            if log2 >= 24 {
+                assert!(skipped > 0, "2^{log2}: no j-first pair skipped anything");
             }
             for l in &launches {
                 assert_eq!(l.multiplications_with(Stages::Radix2), l.multiplications());
@@ -575,9 +627,14 @@ mod tests {
         }
     }
 
+    /// A quad's butterflies are exactly the radix-2 butterflies of its two
+    /// stages, with the same twiddle indices: every pair of each stage once.
+    /// Where the pair is numbered j first, every warp of 32 consecutive
+    /// quads has one j, and the warp's four accesses (one per row of its
+    /// quads) each meet at most two words in a shared-memory bank.
     #[test]
     fn quads_hold_the_butterflies_of_both_stages() {
-        for (bits, lc) in [(2, 0), (3, 1), (8, 2), (9, 1), (10, 0), (6, 4)] {
+        for (bits, lc) in [(2, 0), (3, 1), (8, 2), (9, 1), (10, 0), (7, 3), (6, 4)] {
             let n = 1u32 << (bits + lc);
             for st in 0..bits - 1 {
                 // Radix-2: (i0, i1) -> j, per stage.
@@ -598,7 +655,7 @@ mod tests {
                 let h = 1usize << (st + lc);
                 let (mut low, mut high) = (Vec::new(), Vec::new());
                 for q in 0..n / 4 {
-                    let (i0, j) = quad(q, st, lc);
+                    let (i0, j) = quad(q, st, lc, bits, true);
                     assert!(i0 + 3 * h < n as usize);
                     low.push((i0, i0 + h, j));
                     low.push((i0 + 2 * h, i0 + 3 * h, j));
@@ -609,6 +666,22 @@ mod tests {
                     // The pair (0, 1) that skips stage 1's twiddle of index
                     // 0 in every quad: each quad's j is 0.
                     assert!(low.iter().all(|&(_, _, j)| j == 0), "bits {bits}, lc {lc}");
+                }
+                if j_major(st, lc, bits) {
+                    for w in (0..n / 4).step_by(32) {
+                        let warp: Vec<(usize, u32)> =
+                            (w..w + 32).map(|q| quad(q, st, lc, bits, true)).collect();
+                        assert!(warp.iter().all(|&(_, j)| j == warp[0].1));
+                        for k in 0..4 {
+                            let mut banks = std::collections::HashMap::new();
+                            for &(i0, _) in &warp {
+                                let s = super::super::slot((i0 + k * h) as u32, lc);
+                                banks.entry(s % 32).or_insert_with(Vec::new).push(s);
+                            }
+                            let worst = banks.values().map(Vec::len).max().unwrap();
+                            assert!(worst <= 2, "bits {bits}, lc {lc}, st {st}: {worst}-way");
+                        }
+                    }
                 }
                 low.sort_unstable();
                 high.sort_unstable();

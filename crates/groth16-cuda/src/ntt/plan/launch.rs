@@ -4,7 +4,7 @@
 
 #[cfg(doc)]
 use super::DomainPlan;
-use super::{SplitTable, TableId};
+use super::{SplitTable, TableId, j_major};
 use crate::ntt::Stages;
 
 /// Threads per block of the default pass kernels (the variants of
@@ -105,14 +105,32 @@ impl Launch {
     }
 
     /// [`Launch::multiplications`] of a pass kernel whose stages run as
-    /// `stages`: with stage pairs, a pass of an even number of bits has the
-    /// pair (0, 1), whose quads skip stage 1's first twiddle (it is 1): one
-    /// multiplication in four elements fewer.
+    /// `stages`, counted as a warp issues them. With stage pairs, a quad
+    /// with j = 0 skips three of its four twiddles (those of 1): in the pair
+    /// (0, 1), which a pass of an even number of bits has, that is every
+    /// quad, one multiplication in four elements fewer than radix-2 stages
+    /// (which skip stage 0's); in a pair at st >= 1 numbered j first
+    /// ([`j_major`]) the 2^-st of its quads with j = 0 fill whole warps,
+    /// which skip 3 * 2^-(st + 2) multiplications an element. Elsewhere a
+    /// warp mixing j = 0 with others issues them all.
     pub fn multiplications_with(&self, stages: Stages) -> u64 {
         let radix2 = self.multiplications();
         match (self, stages) {
-            (Launch::Pass { params: p, .. }, Stages::Radix4) if p.bits >= 2 && p.bits % 2 == 0 => {
-                radix2 - (1u64 << p.log_m) / 4
+            (Launch::Pass { params: p, .. }, Stages::Radix4 | Stages::Radix4Plain)
+                if p.bits >= 2 =>
+            {
+                let m = 1u64 << p.log_m;
+                let odd = p.bits % 2;
+                let mut skipped = if odd == 0 { m / 4 } else { 0 };
+                // The pairs' lower stages: 0, 2, 4, .. or 1, 3, 5, ..
+                let mut st = 2 - odd;
+                while st + 1 < p.bits {
+                    if stages == Stages::Radix4 && j_major(st, p.log_cols, p.bits) {
+                        skipped += (3 * m) >> (st + 2);
+                    }
+                    st += 2;
+                }
+                radix2 - skipped
             }
             _ => radix2,
         }

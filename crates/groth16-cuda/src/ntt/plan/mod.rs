@@ -29,7 +29,7 @@ pub use launch::{
     PRE_AB_MINUS_C, PRE_NONE, PassParams, SCALE_CONST, SCALE_DST, SCALE_NONE, SCALE_SRC, THREADS,
     Vector,
 };
-pub use passes::{LOG_BLOCK, MAX_LOG2, MAX_UPPER_BITS, Pass, passes};
+pub use passes::{LOG_BLOCK, MAX_LOG2, MAX_UPPER_BITS, Pass, j_major, passes, slot};
 pub use tables::{MAX_SINGLE_TABLE_LOG, SplitTable, TableId, TableSpec, omega};
 
 /// Everything about a domain of 2^log2 elements that the kernels need: its

@@ -65,6 +65,24 @@ pub fn passes(log2: u32) -> Vec<Pass> {
     out
 }
 
+/// `ntt_j_major` of kernels/ntt/ntt.cuh: whether the stage pair (st, st + 1)
+/// of a pass of `bits` stages over 2^lc columns numbers its quads with the
+/// row bits above st + 1 before j, so that each j owns a run of at least a
+/// warp's 32 consecutive quads and the warps of j = 0 skip their twiddles of
+/// 1 as a whole. Not at st = 0 (every quad has j = 0 there), nor where st +
+/// lc > 4: there a run's rows would pile on fewer shared-memory banks than
+/// the usual order's.
+pub fn j_major(st: u32, lc: u32, bits: u32) -> bool {
+    st >= 1 && st + lc <= 4 && bits + lc >= st + 7
+}
+
+/// `ntt_slot` of kernels/ntt/ntt.cuh: where element i of a block sits in
+/// shared memory, i with its low five bits XORed by (i >> 5) << lc: a
+/// permutation of each group of 32 consecutive elements.
+pub fn slot(i: u32, lc: u32) -> u32 {
+    i ^ (((i >> 5) << lc) & 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +116,42 @@ mod tests {
         assert_eq!(bits(27), [10, 8, 9]);
         assert_eq!(bits(10), [10]);
         assert_eq!(bits(3), [3]);
+    }
+
+    /// The shared-memory slots permute each group of 32 consecutive
+    /// elements (so a warp's consecutive accesses stay conflict-free), for
+    /// every column count a pass has.
+    #[test]
+    fn slots_permute_each_group_of_32() {
+        for lc in 0..=LOG_BLOCK {
+            for group in 0..1u32 << (LOG_BLOCK - 5) {
+                let mut seen: Vec<u32> =
+                    (group * 32..group * 32 + 32).map(|i| slot(i, lc)).collect();
+                seen.sort_unstable();
+                assert_eq!(
+                    seen,
+                    (group * 32..group * 32 + 32).collect::<Vec<_>>(),
+                    "lc {lc}"
+                );
+            }
+        }
+    }
+
+    /// j first only where every j owns at least 32 quads, never at st = 0.
+    #[test]
+    fn j_first_pairs_have_runs_of_a_warp() {
+        for bits in 2..=LOG_BLOCK {
+            for lc in 0..=LOG_BLOCK - bits {
+                for st in 0..bits - 1 {
+                    if j_major(st, lc, bits) {
+                        assert!(st >= 1);
+                        assert!(bits + lc - 2 - st >= 5, "bits {bits}, lc {lc}, st {st}");
+                    }
+                }
+            }
+        }
+        // The pairs at st = 2 of a 2^26 transform's passes.
+        assert!(j_major(2, 0, 10) && j_major(2, 2, 8));
+        assert!(!j_major(4, 2, 8) && !j_major(3, 2, 8));
     }
 }
