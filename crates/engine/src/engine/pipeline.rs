@@ -512,14 +512,16 @@ pub(super) fn synthesize(
     // a witness that works on a copy of its circuit may yield: one made
     // where there is no room now (it will wait); the others go in with the
     // circuit itself and, should they wait after all, wait as before.
-    let copy = !shared.ready.has_room(job.priority);
+    // Witnesses starting together share the room out (`claim_start`).
+    let claim = shared.ready.claim_start(job.priority);
+    let copy = claim.is_none();
     let should_yield: Box<dyn Fn() -> bool> = if copy {
         let (shared, job) = (Arc::clone(shared), Arc::clone(job));
         Box::new(move || yields(&shared, &job).is_some())
     } else {
         Box::new(|| false)
     };
-    let pacing = Rc::new(Pacing::new(&shared.ready, job, should_yield));
+    let pacing = Rc::new(Pacing::new(&shared.ready, job, claim, should_yield));
     let pacer = Rc::clone(&pacing) as Rc<dyn cuzk_synth::gate::Pacer>;
     let made = panic::catch_unwind(AssertUnwindSafe(move || {
         cuzk_synth::gate::with_pacer(pacer, || witness_fn(inputs, aux, copy))

@@ -28,10 +28,20 @@ use super::JobState;
 
 /// Counted partitions by priority class.
 pub(crate) struct Ready {
-    /// Indexed by [`class`].
-    counts: Mutex<[usize; 4]>,
+    counts: Mutex<Counts>,
     /// The most counted partitions of a class and those above it.
     ahead: usize,
+}
+
+/// Indexed by [`class`].
+#[derive(Debug, Default)]
+struct Counts {
+    /// Partitions counted (in the gate's line, running, or waiting for a
+    /// worker).
+    counted: [usize; 4],
+    /// Witnesses started on the room they saw ([`Ready::claim_start`]) that
+    /// have not taken it yet.
+    starting: [usize; 4],
 }
 
 impl fmt::Debug for Ready {
@@ -56,24 +66,48 @@ fn class(p: Priority) -> usize {
 impl Ready {
     pub(crate) fn new(ahead: usize) -> Self {
         Ready {
-            counts: Mutex::new([0; 4]),
+            counts: Mutex::new(Counts::default()),
             ahead,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, [usize; 4]> {
+    fn lock(&self) -> MutexGuard<'_, Counts> {
         self.counts.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Counted partitions of every class.
     pub(crate) fn total(&self) -> usize {
-        self.lock().iter().sum()
+        self.lock().counted.iter().sum()
     }
 
     /// Whether a partition of `priority` would be counted now (nothing is
     /// reserved: another may take the room first).
+    #[cfg(test)]
     pub(crate) fn has_room(&self, priority: Priority) -> bool {
-        self.lock()[class(priority)..].iter().sum::<usize>() < self.ahead
+        self.lock().counted[class(priority)..].iter().sum::<usize>() < self.ahead
+    }
+
+    /// For a witness about to start: a claim on the room of its class if
+    /// the partitions counted and the witnesses already started on a claim
+    /// leave some, else `None` (it will wait at the gate, so it works on a
+    /// copy of its circuit and may yield there). Witnesses that start
+    /// together so share the room out instead of each seeing all of it: at
+    /// a 32 GiB PoRep job's start ten did, none took a copy, and a HIGH job
+    /// then waited for every one of them. The claim ends when the witness
+    /// takes its slot ([`Pacing`]) or ends.
+    pub(crate) fn claim_start(self: &Arc<Self>, priority: Priority) -> Option<StartClaim> {
+        let mut counts = self.lock();
+        let c = class(priority);
+        let taken: usize =
+            counts.counted[c..].iter().sum::<usize>() + counts.starting[c..].iter().sum::<usize>();
+        if taken >= self.ahead {
+            return None;
+        }
+        counts.starting[c] += 1;
+        Some(StartClaim {
+            ready: Arc::clone(self),
+            priority,
+        })
     }
 
     /// Counts a partition of `priority` (until the slot is dropped) if
@@ -81,14 +115,36 @@ impl Ready {
     pub(crate) fn try_reserve(self: &Arc<Self>, priority: Priority) -> Option<ReadySlot> {
         let mut counts = self.lock();
         let c = class(priority);
-        if counts[c..].iter().sum::<usize>() >= self.ahead {
+        if counts.counted[c..].iter().sum::<usize>() >= self.ahead {
             return None;
         }
-        counts[c] += 1;
+        counts.counted[c] += 1;
         Some(ReadySlot {
             ready: Arc::clone(self),
             priority,
         })
+    }
+}
+
+/// A witness started on the room it saw ([`Ready::claim_start`]).
+pub(crate) struct StartClaim {
+    ready: Arc<Ready>,
+    priority: Priority,
+}
+
+impl fmt::Debug for StartClaim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StartClaim")
+            .field("priority", &self.priority)
+            .finish()
+    }
+}
+
+impl Drop for StartClaim {
+    fn drop(&mut self) {
+        let mut counts = self.ready.lock();
+        let c = &mut counts.starting[class(self.priority)];
+        *c = c.saturating_sub(1);
     }
 }
 
@@ -110,7 +166,7 @@ impl Drop for ReadySlot {
     fn drop(&mut self) {
         {
             let mut counts = self.ready.lock();
-            let c = &mut counts[class(self.priority)];
+            let c = &mut counts.counted[class(self.priority)];
             *c = c.saturating_sub(1);
         }
         // A witness waiting at the gate may fit now.
@@ -125,6 +181,8 @@ pub(crate) struct Pacing {
     ready: Arc<Ready>,
     job: Arc<JobState>,
     slot: RefCell<Option<ReadySlot>>,
+    /// The witness's claim on the room, given up when it takes its slot.
+    claim: RefCell<Option<StartClaim>>,
     /// Whether a witness kept waiting should give its turn up now.
     should_yield: Box<dyn Fn() -> bool>,
     /// When the witness was first refused room, and when it got it.
@@ -136,12 +194,14 @@ impl Pacing {
     pub(crate) fn new(
         ready: &Arc<Ready>,
         job: &Arc<JobState>,
+        claim: Option<StartClaim>,
         should_yield: Box<dyn Fn() -> bool>,
     ) -> Self {
         Pacing {
             ready: Arc::clone(ready),
             job: Arc::clone(job),
             slot: RefCell::new(None),
+            claim: RefCell::new(claim),
             should_yield,
             refused: Cell::new(None),
             admitted: Cell::new(None),
@@ -175,6 +235,7 @@ impl Pacer for Pacing {
         match self.ready.try_reserve(self.job.priority) {
             Some(slot) => {
                 *self.slot.borrow_mut() = Some(slot);
+                self.claim.borrow_mut().take();
                 if self.refused.get().is_some() {
                     self.admitted.set(Some(Instant::now()));
                 }
@@ -223,5 +284,34 @@ mod tests {
         let a = ready.try_reserve(Priority::Normal).unwrap();
         drop((a, b));
         assert_eq!(ready.total(), 0);
+    }
+
+    /// Witnesses starting together share the room out: with room for two,
+    /// the third to start gets no claim (it works on a copy and may yield)
+    /// although nothing is counted yet. A claim taken into a slot or
+    /// dropped gives its place back; a higher class is not kept out by
+    /// lower claims.
+    #[test]
+    fn starts_share_the_room_out() {
+        let ready = Arc::new(Ready::new(2));
+        let a = ready.claim_start(Priority::Normal).unwrap();
+        let b = ready.claim_start(Priority::Normal).unwrap();
+        assert!(ready.claim_start(Priority::Normal).is_none());
+        assert!(ready.claim_start(Priority::Low).is_none());
+        let high = ready.claim_start(Priority::High).unwrap();
+        assert_eq!(ready.total(), 0, "claims are not counted partitions");
+        // a takes its slot (Pacing drops the claim then): still full.
+        let slot = ready.try_reserve(Priority::Normal).unwrap();
+        drop(a);
+        assert!(ready.claim_start(Priority::Normal).is_none());
+        // b ends without taking one: its place is free again once the
+        // HIGH claim, which counts against NORMAL's room too, is gone.
+        drop(b);
+        assert!(ready.claim_start(Priority::Normal).is_none());
+        drop(high);
+        let c = ready.claim_start(Priority::Normal).unwrap();
+        assert!(ready.claim_start(Priority::Normal).is_none());
+        drop((slot, c));
+        assert!(ready.claim_start(Priority::Normal).is_some());
     }
 }
