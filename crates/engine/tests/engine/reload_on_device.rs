@@ -310,20 +310,47 @@ fn gated_yielding(
     w
 }
 
+/// Witnesses started by [`gated_yielding_together`] since the test last
+/// cleared it.
+static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// How many witnesses [`gated_yielding_together`] waits for.
+const TOGETHER: usize = 12;
+
+/// [`gated_yielding`] once [`TOGETHER`] witnesses have started (or 2 s have
+/// passed): every one of them has decided whether it works on a copy of its
+/// circuit before any reaches the gate, as when a 32 GiB PoRep job's ten
+/// witnesses started at one instant on the GPU (6face44).
+fn gated_yielding_together(
+    circuit: Chain,
+    inputs: usize,
+    aux: usize,
+) -> std::result::Result<Witness, SynthError> {
+    use std::sync::atomic::Ordering;
+    STARTED.fetch_add(1, Ordering::SeqCst);
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while STARTED.load(Ordering::SeqCst) < TOGETHER && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    gated_yielding(circuit, inputs, aux)
+}
+
 /// mixed_bench's (b) as the GPU ran it at 8662965: every partition of the
 /// NORMAL job is taken by a synthesis thread at once and most wait at the
 /// gate (`synthesis_ahead` 1). When a HIGH job on the other set waits for
 /// memory, those waiting give their turn up and go back into the queue, so
 /// the NORMAL job parks after the partitions already past the gate
 /// (before, all of them were in flight and the HIGH job waited for every
-/// one). Its proofs are the ones it makes alone.
+/// one). Its proofs are the ones it makes alone. The witnesses start
+/// together ([`gated_yielding_together`]), so they must share the room
+/// under `synthesis_ahead` out as they start: each seeing all of it, none
+/// would work on a copy, and none could yield (6face44 on the GPU).
 #[test]
 fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
     // A small NORMAL shape and a large HIGH one: every NORMAL witness fits
     // beside its set, the HIGH set does not.
     const LOW: &str = "chain:500";
     const HIGH: &str = "chain:1500";
-    const PARTS: usize = 12;
+    const PARTS: usize = TOGETHER;
     let dir = tempfile::tempdir().unwrap();
     // Kernel regions of 100 ms: the HIGH job's admission starts waiting
     // while most NORMAL witnesses still wait at the gate, however slow the
@@ -345,7 +372,7 @@ fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
     config.synthesis_concurrency = cuzk_engine::Auto::Value(PARTS);
     config.synthesis_ahead = cuzk_engine::Auto::Value(1);
     let engine = on_device(config, &prover, dir.path(), [LOW, HIGH]);
-    let normal = || request(LOW, PARTS, 10, Priority::Normal).with_witness(gated_yielding);
+    let normal = || request(LOW, PARTS, 10, Priority::Normal).with_witness(gated_yielding_together);
     let proofs = |job: JobHandle| -> Vec<Vec<u8>> {
         job.wait_blocking().unwrap().iter().map(bytes).collect()
     };
@@ -354,6 +381,7 @@ fn waiting_witnesses_go_back_to_the_queue_for_a_high_job() {
     assert_eq!(alone.len(), PARTS);
     assert_eq!(engine.stats().parks, 0);
 
+    STARTED.store(0, std::sync::atomic::Ordering::SeqCst);
     let low = engine.submit(normal()).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while low.progress().proved < 1 || engine.stats().queued_partitions > 0 {
