@@ -528,6 +528,7 @@ pub(super) fn synthesize(
     }));
     // Counted from the gate until a worker takes the partition.
     let ready = pacing.take_slot();
+    pacing.release_claim();
     let witness = match made {
         Ok(Ok(w)) => w,
         // Only a witness on a copy of its circuit may yield (its pacer asks

@@ -220,6 +220,13 @@ impl Pacing {
         self.refused.get().zip(self.admitted.get())
     }
 
+    /// Gives the witness's claim on the room up (it has ended: a witness
+    /// that never took a slot must not hold its claim through the rest of
+    /// its partition's synthesis).
+    pub(crate) fn release_claim(&self) {
+        self.claim.borrow_mut().take();
+    }
+
     /// `synthesis_ahead`.
     pub(crate) fn ahead(&self) -> usize {
         self.ready.ahead

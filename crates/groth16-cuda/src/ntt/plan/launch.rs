@@ -111,8 +111,9 @@ impl Launch {
     /// quad, one multiplication in four elements fewer than radix-2 stages
     /// (which skip stage 0's); in a pair at st >= 1 numbered j first
     /// ([`j_major`]) the 2^-st of its quads with j = 0 fill whole warps,
-    /// which skip 3 * 2^-(st + 2) multiplications an element. Elsewhere a
-    /// warp mixing j = 0 with others issues them all.
+    /// which skip 3 * 2^-(st + 2) multiplications an element; so do those
+    /// of passes over 2^lc >= 32 columns, whose warps hold one row's
+    /// columns. Elsewhere a warp mixing j = 0 with others issues them all.
     pub fn multiplications_with(&self, stages: Stages) -> u64 {
         let radix2 = self.multiplications();
         match (self, stages) {
@@ -125,7 +126,12 @@ impl Launch {
                 // The pairs' lower stages: 0, 2, 4, .. or 1, 3, 5, ..
                 let mut st = 2 - odd;
                 while st + 1 < p.bits {
-                    if stages == Stages::Radix4 && j_major(st, p.log_cols, p.bits) {
+                    // j is one across a warp where the quads are numbered
+                    // j first, or where a warp's 32 quads are columns of
+                    // one row (2^lc >= 32).
+                    let uniform = (stages == Stages::Radix4 && j_major(st, p.log_cols, p.bits))
+                        || p.log_cols >= 5;
+                    if uniform {
                         skipped += (3 * m) >> (st + 2);
                     }
                     st += 2;
