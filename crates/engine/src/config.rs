@@ -28,7 +28,8 @@ pub enum Backend {
 #[serde(rename_all = "lowercase")]
 pub enum GpuParams {
     /// Resident in device memory when the set fits beside two partitions'
-    /// working memory, else streamed.
+    /// working memory; else the queries that fit there resident (A, L, H,
+    /// B_G2, B_G1 in that order, each if it fits), the others streamed.
     #[default]
     Auto,
     /// Always resident (a set that does not fit fails with a clear error).

@@ -29,8 +29,8 @@ mod streamed;
 pub use cpu::CpuProver;
 pub use error::{Groth16Error, Result};
 pub use gpu::{
-    BOUNCE_BYTES, GpuOptions, GpuProver, ParamsPlacement, Staging, params_device_bytes,
-    stage_on_device,
+    BOUNCE_BYTES, GpuOptions, GpuProver, ParamsPlacement, Query, ResidentQueries, Staging,
+    params_device_bytes, stage_on_device,
 };
 pub use msm::{Accumulate, DeviceBases, DeviceDensity, GpuMsm, MsmConfig};
 pub use ntt::{GpuNtt, HBuffers, Pointwise, Upload};

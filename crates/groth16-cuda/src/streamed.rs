@@ -24,6 +24,7 @@ use cudarc::driver::{CudaStream, DevicePtrMut, result as cu_result};
 use cuzk_synth::{Density, Pce};
 
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
+use crate::gpu::ResidentQueries;
 use crate::msm::{DeviceBases, DeviceDensity, GpuMsm, MsmAffine};
 use crate::{Bls12, Groth16Error, Result};
 
@@ -286,9 +287,10 @@ impl StreamedShape {
     }
 }
 
-/// The five MSMs, in the order a proof runs them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Query {
+/// A parameter set's five queries: its five MSMs, in the order a proof
+/// runs them ([`Query::ALL`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Query {
     H,
     L,
     A,
@@ -296,7 +298,21 @@ pub(crate) enum Query {
     BG2,
 }
 
-const ORDER: [Query; 5] = [Query::H, Query::L, Query::A, Query::BG1, Query::BG2];
+impl Query {
+    /// The five, in the order a proof runs their MSMs.
+    pub const ALL: [Query; 5] = [Query::H, Query::L, Query::A, Query::BG1, Query::BG2];
+
+    /// Its name in settings and logs: `h`, `l`, `a`, `b_g1`, `b_g2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Query::H => "h",
+            Query::L => "l",
+            Query::A => "a",
+            Query::BG1 => "b_g1",
+            Query::BG2 => "b_g2",
+        }
+    }
+}
 
 /// One chunk of one query in the pipeline.
 struct Item {
@@ -357,6 +373,8 @@ pub(crate) struct Streamer<'a> {
     copy: Arc<CudaStream>,
     params: &'a Parameters<Bls12>,
     shape: Arc<StreamedShape>,
+    /// The queries not streamed.
+    resident: ResidentQueries,
     items: Vec<Item>,
     /// Items whose copy is queued / whose MSM is done.
     copied: usize,
@@ -372,18 +390,21 @@ pub(crate) struct Streamer<'a> {
 }
 
 impl<'a> Streamer<'a> {
-    /// Checks that every chunk's bases are in the host set.
+    /// Streams the queries of `params` not in `resident` (kept on the
+    /// device by the caller, whose MSMs it runs itself); checks that every
+    /// chunk's bases are in the host set.
     pub(crate) fn new(
         gpu: &'a Arc<Gpu>,
         msm: &'a GpuMsm,
         copy: Arc<CudaStream>,
         params: &'a Parameters<Bls12>,
         shape: Arc<StreamedShape>,
+        resident: ResidentQueries,
     ) -> Result<Self> {
         let mut items = Vec::new();
         let (mut g1_len, mut g2_len) = (0, 0);
         let mut per_curve = [0usize; 2];
-        for q in ORDER {
+        for q in Query::ALL.into_iter().filter(|&q| !resident.has(q)) {
             let (available, curve) = match q {
                 Query::BG2 => (params.b_g2.len(), 1),
                 _ => (G1Affine::host(params, q).len(), 0),
@@ -414,6 +435,7 @@ impl<'a> Streamer<'a> {
             copy,
             params,
             shape,
+            resident,
             items,
             copied: 0,
             done: 0,
@@ -486,6 +508,12 @@ impl<'a> Streamer<'a> {
         scalars: &DeviceBuffer<Scalar>,
         offset: usize,
     ) -> Result<A::Projective> {
+        if self.resident.has(q) {
+            return Err(Groth16Error::Cuda {
+                what: format!("a streamed MSM of query {}", q.name()),
+                detail: "the query is resident, not streamed".into(),
+            });
+        }
         // One MSM over the query's chunks: buckets carried from chunk to
         // chunk, reduced once, with the windows of the whole query.
         let chunks = self.shape.chunks(q);

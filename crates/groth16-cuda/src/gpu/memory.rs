@@ -9,7 +9,7 @@ use cuzk_synth::Pce;
 
 #[cfg(doc)]
 use super::GpuOptions;
-use super::{GpuProver, ParamsPlacement, Staging};
+use super::{GpuProver, ParamsPlacement, Query, ResidentQueries, Staging};
 use crate::Bls12;
 #[cfg(doc)]
 use crate::Prover;
@@ -47,9 +47,29 @@ pub fn stream_chunk_for_device_memory(total: u64) -> usize {
 
 /// Bytes of a parameter set's five queries on the device (affine points).
 pub fn params_device_bytes(p: &Parameters<Bls12>) -> u64 {
+    queries_device_bytes(p, ResidentQueries::ALL)
+}
+
+/// Bytes of one query of a parameter set on the device (affine points).
+pub fn query_device_bytes(p: &Parameters<Bls12>, q: Query) -> u64 {
     let g1 = std::mem::size_of::<G1Affine>() as u64;
     let g2 = std::mem::size_of::<G2Affine>() as u64;
-    (p.h.len() + p.l.len() + p.a.len() + p.b_g1.len()) as u64 * g1 + p.b_g2.len() as u64 * g2
+    match q {
+        Query::H => p.h.len() as u64 * g1,
+        Query::L => p.l.len() as u64 * g1,
+        Query::A => p.a.len() as u64 * g1,
+        Query::BG1 => p.b_g1.len() as u64 * g1,
+        Query::BG2 => p.b_g2.len() as u64 * g2,
+    }
+}
+
+/// Bytes of the queries `kept` of a parameter set on the device.
+pub fn queries_device_bytes(p: &Parameters<Bls12>, kept: ResidentQueries) -> u64 {
+    Query::ALL
+        .into_iter()
+        .filter(|&q| kept.has(q))
+        .map(|q| query_device_bytes(p, q))
+        .sum()
 }
 
 impl GpuProver {
@@ -219,7 +239,7 @@ fn kernel_region_bytes(
     let chunk = chunk.min(m.max(vars));
     let chunks = chunk as u64 * 2 * std::mem::size_of::<G2Affine>() as u64;
     let streams_only = matches!(params, ParamsPlacement::Streamed)
-        || (!on_device && !matches!(params, ParamsPlacement::Resident));
+        || (!on_device && matches!(params, ParamsPlacement::Auto));
     let scratch = if streams_only {
         scratch(chunk)
     } else {
@@ -418,6 +438,32 @@ mod tests {
         for gib in 4..=64 {
             let c = stream_chunk_for_device_memory(gib * GIB) as u64;
             assert!(2 * c * 192 <= gib * GIB / 5 || c == 1 << 20, "{gib} GiB");
+        }
+    }
+
+    /// A set kept in part counts the whole-query MSM scratch as a resident
+    /// one does, staged on the device or in host memory (its kept queries'
+    /// MSMs run whole), where `Auto` with host staging streams everything
+    /// and counts a chunk's scratch only.
+    #[test]
+    fn a_partly_resident_set_counts_the_whole_query_scratch() {
+        let msm = MsmConfig::for_device_memory(80 * GIB);
+        let scratch = |chunk| msm.scratch_bound(chunk);
+        let (log2, vars, chunk) = (27, 130_278_870, 1 << 22);
+        let ntt = NttConfig::default();
+        let kept = ParamsPlacement::Queries(ResidentQueries::NONE.with(Query::A));
+        for vectors in [0, 2, 3] {
+            let bytes = |p| kernel_region_bytes(log2, vars, chunk, &scratch, p, vectors, ntt);
+            assert_eq!(bytes(kept), bytes(ParamsPlacement::Resident), "{vectors}");
+            assert!(bytes(kept) > bytes(ParamsPlacement::Streamed), "{vectors}");
+            if vectors == 0 {
+                assert_eq!(bytes(ParamsPlacement::Auto), bytes(kept));
+            } else {
+                assert_eq!(
+                    bytes(ParamsPlacement::Auto),
+                    bytes(ParamsPlacement::Streamed)
+                );
+            }
         }
     }
 }

@@ -8,7 +8,8 @@
 //! The epilogue ([`assemble`](crate::assemble)) runs on the CPU.
 //!
 //! Parameters stay resident on the device when they fit beside the proofs'
-//! working memory ([`ParamsPlacement::Auto`]); otherwise every MSM streams
+//! working memory ([`ParamsPlacement::Auto`]), or as many of its queries
+//! as fit ([`ResidentQueries::AUTO_ORDER`]); every other MSM streams
 //! its bases from host memory in chunks ([`GpuOptions::stream_chunk`])
 //! variables: the set's host vectors are page-locked once
 //! ([`GpuOptions::pin_streamed`]), and the next chunk is copied on a copy
@@ -39,8 +40,11 @@ use cudarc::driver::CudaStream;
 use cuzk_pinned_pool::Pool;
 use cuzk_synth::Pce;
 
-pub use memory::{params_device_bytes, stage_on_device, stream_chunk_for_device_memory};
-pub use options::{GpuOptions, ParamsPlacement, Staging};
+pub use memory::{
+    params_device_bytes, queries_device_bytes, query_device_bytes, stage_on_device,
+    stream_chunk_for_device_memory,
+};
+pub use options::{GpuOptions, ParamsPlacement, Query, ResidentQueries, Staging};
 pub use upload::BOUNCE_BYTES;
 
 use crate::cuda::{Gpu, OwnStream};

@@ -6,6 +6,7 @@ use super::upload::BOUNCE_BYTES;
 #[cfg(doc)]
 use super::{GpuProver, stage_on_device, stream_chunk_for_device_memory};
 use crate::ntt::NttConfig;
+pub use crate::streamed::Query;
 #[cfg(doc)]
 use crate::{
     AbcInput,
@@ -19,13 +20,125 @@ use crate::{
 pub enum ParamsPlacement {
     /// Resident when the set fits in free device memory beside two
     /// partitions' working memory (their staged buffers, and the prover's
-    /// MSM scratch and twiddles once), else streamed.
+    /// MSM scratch, streaming chunks and twiddles once); else as many of
+    /// its queries as fit there, in the order of [`ResidentQueries::AUTO_ORDER`],
+    /// the others streamed; with partitions staged in host memory, streamed.
     #[default]
     Auto,
     /// Always uploaded once and kept (fails if it does not fit).
     Resident,
     /// Always streamed from host memory, chunk by chunk, in every MSM.
     Streamed,
+    /// These queries uploaded once and kept (fails if they do not fit),
+    /// the others streamed.
+    Queries(ResidentQueries),
+}
+
+/// Which of a parameter set's five queries are kept in device memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ResidentQueries {
+    pub h: bool,
+    pub l: bool,
+    pub a: bool,
+    pub b_g1: bool,
+    pub b_g2: bool,
+}
+
+impl ResidentQueries {
+    pub const ALL: Self = ResidentQueries {
+        h: true,
+        l: true,
+        a: true,
+        b_g1: true,
+        b_g2: true,
+    };
+    pub const NONE: Self = ResidentQueries {
+        h: false,
+        l: false,
+        a: false,
+        b_g1: false,
+        b_g2: false,
+    };
+    /// The order in which [`ParamsPlacement::Auto`] keeps the queries of a
+    /// set that does not fit whole, each one only if it fits beside those
+    /// kept before it: by the kernel-region time a gigabyte resident saves
+    /// against streaming it, as measured on an H100 for a 32 GiB PoRep
+    /// partition (streamed against resident, ms: A 226 against 104, L 228
+    /// against 117, H 1328 against 1160, B_G2 190 against 121, B_G1 66
+    /// against 37; bench-data/filecoin/2026-12-07-6face44-porep32g-c2-resident-h100.json).
+    /// A and L are copy-bound when streamed; H's copies hide under its own
+    /// long MSM.
+    pub const AUTO_ORDER: [Query; 5] = [Query::A, Query::L, Query::H, Query::BG2, Query::BG1];
+
+    /// Whether `q` is kept.
+    pub fn has(&self, q: Query) -> bool {
+        match q {
+            Query::H => self.h,
+            Query::L => self.l,
+            Query::A => self.a,
+            Query::BG1 => self.b_g1,
+            Query::BG2 => self.b_g2,
+        }
+    }
+
+    /// Keeps `q` too.
+    pub fn with(mut self, q: Query) -> Self {
+        match q {
+            Query::H => self.h = true,
+            Query::L => self.l = true,
+            Query::A => self.a = true,
+            Query::BG1 => self.b_g1 = true,
+            Query::BG2 => self.b_g2 = true,
+        }
+        self
+    }
+
+    /// How many queries are kept.
+    pub fn count(&self) -> usize {
+        Query::ALL.iter().filter(|&&q| self.has(q)).count()
+    }
+}
+
+impl std::fmt::Display for ResidentQueries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept: Vec<&str> = Query::ALL
+            .iter()
+            .filter(|&&q| self.has(q))
+            .map(|q| q.name())
+            .collect();
+        if kept.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&kept.join(","))
+        }
+    }
+}
+
+impl std::str::FromStr for ResidentQueries {
+    type Err = String;
+
+    /// A comma-separated list of query names (`h`, `l`, `a`, `b_g1`,
+    /// `b_g2`), `all` or `none`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "all" => return Ok(Self::ALL),
+            "none" | "" => return Ok(Self::NONE),
+            _ => {}
+        }
+        s.split(',').try_fold(Self::NONE, |kept, name| {
+            let name = name.trim();
+            Query::ALL
+                .into_iter()
+                .find(|q| q.name() == name)
+                .map(|q| kept.with(q))
+                .ok_or_else(|| {
+                    format!(
+                        "unknown query {name:?} in {s:?}: expected a comma-separated list of \
+                         h, l, a, b_g1, b_g2 (or all, none)"
+                    )
+                })
+        })
+    }
 }
 
 /// Where a partition's a, b, c and witness wait between `prepare` and its

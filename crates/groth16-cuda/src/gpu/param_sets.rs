@@ -12,7 +12,10 @@ use cuzk_synth::Pce;
 #[cfg(doc)]
 use super::GpuOptions;
 use super::memory::staged_bytes;
-use super::{GpuProver, ParamsPlacement, params_device_bytes, poisoned};
+use super::{
+    GpuProver, ParamsPlacement, Query, ResidentQueries, params_device_bytes, poisoned,
+    queries_device_bytes, query_device_bytes,
+};
 use crate::cuda::Gpu;
 use crate::msm::{DeviceBases, MsmAffine, multiples_window_bits, windows};
 use crate::{Bls12, Result};
@@ -24,13 +27,15 @@ pub(super) struct ResidentParams {
     /// and a `Weak` keeps its allocation's address from being reused, so the
     /// addresses still identify the set.
     host: WeakQueries,
-    /// Device bytes of the five copies.
+    /// Device bytes of the copies.
     pub(super) bytes: u64,
-    pub(super) h: DeviceBases<G1Affine>,
-    pub(super) l: DeviceBases<G1Affine>,
-    pub(super) a: DeviceBases<G1Affine>,
-    pub(super) b_g1: DeviceBases<G1Affine>,
-    pub(super) b_g2: DeviceBases<G2Affine>,
+    /// The queries on the device; the others are streamed in every MSM.
+    pub(super) kept: ResidentQueries,
+    pub(super) h: Option<DeviceBases<G1Affine>>,
+    pub(super) l: Option<DeviceBases<G1Affine>>,
+    pub(super) a: Option<DeviceBases<G1Affine>>,
+    pub(super) b_g1: Option<DeviceBases<G1Affine>>,
+    pub(super) b_g2: Option<DeviceBases<G2Affine>>,
 }
 
 /// A parameter set's five queries, held weakly.
@@ -126,16 +131,32 @@ impl ResidentParams {
 /// affine scratch of one chunk of G2 bases (2^22 points), with room over.
 const MULTIPLES_MARGIN: u64 = 3 << 30;
 
+/// The queries [`ParamsPlacement::Auto`] keeps on the device of a set that
+/// does not fit whole in `room` bytes: in [`ResidentQueries::AUTO_ORDER`],
+/// each non-empty query that fits in what those kept before it left.
+fn partial_plan(p: &Parameters<Bls12>, room: u64) -> ResidentQueries {
+    let mut left = room;
+    let mut kept = ResidentQueries::NONE;
+    for q in ResidentQueries::AUTO_ORDER {
+        let bytes = query_device_bytes(p, q);
+        if bytes > 0 && bytes <= left {
+            left -= bytes;
+            kept = kept.with(q);
+        }
+    }
+    kept
+}
+
 /// The window sizes of the multiples a resident set keeps, in the order
 /// (h, b_g2, l, a, b_g1), within `room` bytes of device memory: each query
-/// in that order gets its multiples ([`multiples_window_bits`] of its
-/// length) if they fit in what the ones before left, less
+/// of `kept` in that order gets its multiples ([`multiples_window_bits`]
+/// of its length) if they fit in what the ones before left, less
 /// [`MULTIPLES_MARGIN`].
-fn multiples_plan(p: &Parameters<Bls12>, room: u64) -> [Option<u32>; 5] {
+fn multiples_plan(p: &Parameters<Bls12>, room: u64, kept: ResidentQueries) -> [Option<u32>; 5] {
     let mut left = room.saturating_sub(MULTIPLES_MARGIN);
     let mut plan = [None; 5];
-    for (c, (len, point)) in plan.iter_mut().zip(multiples_order(p)) {
-        if len < 2 {
+    for (c, (q, len, point)) in plan.iter_mut().zip(multiples_order(p)) {
+        if len < 2 || !kept.has(q) {
             continue;
         }
         let w = multiples_window_bits(len);
@@ -148,16 +169,16 @@ fn multiples_plan(p: &Parameters<Bls12>, room: u64) -> [Option<u32>; 5] {
     plan
 }
 
-/// (bases, bytes per point) of the queries in [`multiples_plan`]'s order:
-/// h, b_g2, l, a, b_g1.
-fn multiples_order(p: &Parameters<Bls12>) -> [(usize, usize); 5] {
+/// (query, bases, bytes per point) of the queries in [`multiples_plan`]'s
+/// order: h, b_g2, l, a, b_g1.
+fn multiples_order(p: &Parameters<Bls12>) -> [(Query, usize, usize); 5] {
     let (g1, g2) = (size_of::<G1Affine>(), size_of::<G2Affine>());
     [
-        (p.h.len(), g1),
-        (p.b_g2.len(), g2),
-        (p.l.len(), g1),
-        (p.a.len(), g1),
-        (p.b_g1.len(), g1),
+        (Query::H, p.h.len(), g1),
+        (Query::BG2, p.b_g2.len(), g2),
+        (Query::L, p.l.len(), g1),
+        (Query::A, p.a.len(), g1),
+        (Query::BG1, p.b_g1.len(), g1),
     ]
 }
 
@@ -171,7 +192,7 @@ fn multiples_extra_bytes(p: &Parameters<Bls12>, plan: &[Option<u32>; 5]) -> u64 
     multiples_order(p)
         .iter()
         .zip(plan)
-        .map(|(&(len, point), c)| c.map_or(0, |c| multiples_bytes(len, point, c)))
+        .map(|(&(_, len, point), c)| c.map_or(0, |c| multiples_bytes(len, point, c)))
         .sum()
 }
 
@@ -221,9 +242,10 @@ pub(super) fn take_pinned_orphans(cache: &mut Vec<Arc<PinnedQueries>>) -> Vec<Ar
 }
 
 impl GpuProver {
-    /// The parameter set's resident copy, uploaded now if needed; `None`
-    /// when it is to be streamed (by the options, or because it does not
-    /// fit beside two partitions of `pce`).
+    /// The parameter set's resident copy (of all its queries, or of those
+    /// that fit), uploaded now if needed; `None` when it is to be streamed
+    /// whole (by the options, or because no query fits beside two
+    /// partitions of `pce`).
     pub(super) fn resident(
         &self,
         params: &Parameters<Bls12>,
@@ -244,44 +266,69 @@ impl GpuProver {
             return Ok(Some(r.clone()));
         }
         let need = params_device_bytes(params);
-        // Device memory left for window multiples once the set is placed.
-        let room;
-        match self.options.params {
+        // Device memory the kernel regions of two partitions need beside
+        // the set, asked in a partition's kernel region: its staged buffers
+        // are allocated, free memory has lost them already. (The shared
+        // scratch, chunk buffers and twiddles may be held already too and
+        // are still counted: cautious.)
+        let beside = || self.two_partitions_bytes(pce) - staged_bytes(pce);
+        // The queries kept, and the device memory left for window
+        // multiples once they are placed.
+        let (kept, room) = match self.options.params {
             ParamsPlacement::Streamed => return Ok(None),
             // Partitions staged in host memory: their device memory is
             // counted with the streamed MSMs' chunks and scratch.
             ParamsPlacement::Auto if !self.stages_on_device(pce) => return Ok(None),
             ParamsPlacement::Auto => {
                 let (free, _) = self.gpu.mem_info()?;
-                // Asked in a partition's kernel region: its staged buffers
-                // are allocated, `free` has lost them already. (The shared
-                // scratch and twiddles may be held already too and are
-                // still counted: cautious.)
-                let beside = self.two_partitions_bytes(pce) - staged_bytes(pce);
-                room = free.saturating_sub(need.saturating_add(beside));
-                if need.saturating_add(beside) > free {
+                let avail = free.saturating_sub(beside());
+                if need <= avail {
+                    (ResidentQueries::ALL, avail - need)
+                } else {
+                    let kept = partial_plan(params, avail);
+                    if kept == ResidentQueries::NONE {
+                        tracing::warn!(
+                            gpu = self.gpu.ordinal(),
+                            need,
+                            free,
+                            "no query of the parameter set fits beside two partitions in \
+                             device memory: streaming them all from host memory in every MSM \
+                             (slower)"
+                        );
+                        return Ok(None);
+                    }
+                    let bytes = queries_device_bytes(params, kept);
                     tracing::warn!(
                         gpu = self.gpu.ordinal(),
                         need,
                         free,
-                        "the parameters do not fit beside two partitions in device memory: \
-                         streaming them from host memory in every MSM (slower)"
+                        resident = bytes,
+                        "the parameter set does not fit whole beside two partitions in device \
+                         memory: keeping its queries {kept} resident, streaming the others from \
+                         host memory in every MSM (slower)"
                     );
-                    return Ok(None);
+                    (kept, avail - bytes)
                 }
             }
-            ParamsPlacement::Resident => {
-                self.gpu.ensure_free(need, || {
-                    "to keep the parameter set resident (ParamsPlacement::Resident)".into()
+            placement @ (ParamsPlacement::Resident | ParamsPlacement::Queries(_)) => {
+                let kept = match placement {
+                    ParamsPlacement::Queries(kept) => kept,
+                    _ => ResidentQueries::ALL,
+                };
+                if kept == ResidentQueries::NONE {
+                    return Ok(None);
+                }
+                let bytes = queries_device_bytes(params, kept);
+                self.gpu.ensure_free(bytes, || {
+                    format!("to keep the parameter set's queries {kept} resident ({placement:?})")
                 })?;
                 let (free, _) = self.gpu.mem_info()?;
-                let beside = self.two_partitions_bytes(pce) - staged_bytes(pce);
-                room = free.saturating_sub(need.saturating_add(beside));
+                (kept, free.saturating_sub(bytes.saturating_add(beside())))
             }
-        }
+        };
         let _s = tracing::info_span!("upload_params").entered();
         let c = if self.options.window_multiples {
-            multiples_plan(params, room)
+            multiples_plan(params, room, kept)
         } else {
             [None; 5]
         };
@@ -295,20 +342,31 @@ impl GpuProver {
             );
         }
         let gpu = &self.gpu;
-        let h = upload_query(gpu, &params.h, c[0], "h")?;
-        let b_g2 = upload_query(gpu, &params.b_g2, c[1], "b_g2")?;
-        let l = upload_query(gpu, &params.l, c[2], "l")?;
-        let a = upload_query(gpu, &params.a, c[3], "a")?;
-        let b_g1 = upload_query(gpu, &params.b_g1, c[4], "b_g1")?;
-        // What the copies take: the plain set, plus the multiples made.
+        fn upload<A: MsmAffine>(
+            gpu: &Arc<Gpu>,
+            kept: bool,
+            bases: &[A],
+            c: Option<u32>,
+            query: &str,
+        ) -> Result<Option<DeviceBases<A>>> {
+            kept.then(|| upload_query(gpu, bases, c, query)).transpose()
+        }
+        let h = upload(gpu, kept.h, &params.h, c[0], "h")?;
+        let b_g2 = upload(gpu, kept.b_g2, &params.b_g2, c[1], "b_g2")?;
+        let l = upload(gpu, kept.l, &params.l, c[2], "l")?;
+        let a = upload(gpu, kept.a, &params.a, c[3], "a")?;
+        let b_g1 = upload(gpu, kept.b_g1, &params.b_g1, c[4], "b_g1")?;
+        // What the copies take: the queries kept, plus the multiples made.
         let bytes = [&h, &l, &a, &b_g1]
             .iter()
+            .filter_map(|q| q.as_ref())
             .map(|q| q.device_bytes())
             .sum::<u64>()
-            + b_g2.device_bytes();
+            + b_g2.as_ref().map_or(0, |q| q.device_bytes());
         let r = Arc::new(ResidentParams {
             host: WeakQueries::of(params),
             bytes,
+            kept,
             h,
             l,
             a,
@@ -388,31 +446,112 @@ mod tests {
         let pce = Pce::record(spec.build(0)).unwrap();
         let p = crate::fake::fake_params(&pce, 1);
         let order = multiples_order(&p);
+        let every = ResidentQueries::ALL;
         let bytes: Vec<u64> = order
             .iter()
-            .map(|&(len, point)| multiples_bytes(len, point, multiples_window_bits(len)))
+            .map(|&(_, len, point)| multiples_bytes(len, point, multiples_window_bits(len)))
             .collect();
         // No room (or only the margin): none.
-        assert_eq!(multiples_plan(&p, 0), [None; 5]);
-        assert_eq!(multiples_plan(&p, MULTIPLES_MARGIN), [None; 5]);
+        assert_eq!(multiples_plan(&p, 0, every), [None; 5]);
+        assert_eq!(multiples_plan(&p, MULTIPLES_MARGIN, every), [None; 5]);
         // Room for H's alone: H's only, with its window.
-        let h = multiples_plan(&p, MULTIPLES_MARGIN + bytes[0]);
+        let h = multiples_plan(&p, MULTIPLES_MARGIN + bytes[0], every);
         assert_eq!(h[0], Some(multiples_window_bits(p.h.len())));
         assert_eq!(h[1..], [None; 4]);
         assert_eq!(multiples_extra_bytes(&p, &h), bytes[0]);
         // Room for all: every query's, and the bytes add up.
-        let all = multiples_plan(&p, MULTIPLES_MARGIN + bytes.iter().sum::<u64>());
+        let all = multiples_plan(&p, MULTIPLES_MARGIN + bytes.iter().sum::<u64>(), every);
         assert!(all.iter().all(Option::is_some), "{all:?}");
         assert_eq!(multiples_extra_bytes(&p, &all), bytes.iter().sum::<u64>());
         // H's and B_G2's do not fit, L's does: a later query may still fit.
-        let later = multiples_plan(&p, MULTIPLES_MARGIN + bytes[2]);
+        let later = multiples_plan(&p, MULTIPLES_MARGIN + bytes[2], every);
         assert_eq!(later[0], None);
         assert!(later[2].is_some(), "{later:?}");
+        // Only the queries kept get multiples: with H streamed, room for
+        // H's goes to the next ones that fit.
+        let no_h = ResidentQueries {
+            h: false,
+            ..ResidentQueries::ALL
+        };
+        let skip = multiples_plan(&p, MULTIPLES_MARGIN + bytes[0], no_h);
+        assert_eq!(skip[0], None);
+        assert!(skip[1..].iter().any(Option::is_some), "{skip:?}");
+        assert_eq!(
+            multiples_plan(&p, u64::MAX, ResidentQueries::NONE),
+            [None; 5]
+        );
         // Each query's multiples are windows(c) - 1 copies of it.
         let c = multiples_window_bits(p.h.len());
         assert_eq!(
             bytes[0],
             u64::from(windows(c) - 1) * (p.h.len() * size_of::<G1Affine>()) as u64
         );
+    }
+
+    #[test]
+    fn a_set_that_does_not_fit_keeps_the_queries_that_do_in_the_auto_order() {
+        use cuzk_synth::circuits::CircuitSpec;
+        let spec: CircuitSpec = "porep:12".parse().unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let p = crate::fake::fake_params(&pce, 1);
+        let bytes = |q| query_device_bytes(&p, q);
+        let [a, l, h, b_g2, b_g1] = ResidentQueries::AUTO_ORDER.map(bytes);
+        assert!(a > 0 && l > 0 && h > 0 && b_g2 > 0 && b_g1 > 0);
+        // The five add up to the whole set.
+        assert_eq!(a + l + h + b_g2 + b_g1, params_device_bytes(&p));
+        assert_eq!(
+            queries_device_bytes(&p, ResidentQueries::ALL),
+            params_device_bytes(&p)
+        );
+        // Nothing fits: nothing kept; everything fits: everything.
+        assert_eq!(partial_plan(&p, 0), ResidentQueries::NONE);
+        let least = a.min(l).min(h).min(b_g2).min(b_g1);
+        assert_eq!(partial_plan(&p, least - 1), ResidentQueries::NONE);
+        assert_eq!(
+            partial_plan(&p, params_device_bytes(&p)),
+            ResidentQueries::ALL
+        );
+        // A, then L: a prefix of the order while it fits.
+        let only_a = ResidentQueries::NONE.with(Query::A);
+        assert_eq!(partial_plan(&p, a), only_a);
+        assert_eq!(partial_plan(&p, a + l), only_a.with(Query::L));
+        // A query that does not fit is passed over for a later one that
+        // does: room for A, L and B_G1 but not H or B_G2.
+        let smaller = h.min(b_g2);
+        assert!(b_g1 < smaller, "B_G1 {b_g1} bytes, H {h}, B_G2 {b_g2}");
+        let kept = partial_plan(&p, a + l + b_g1);
+        assert_eq!(kept, only_a.with(Query::L).with(Query::BG1));
+        assert_eq!(queries_device_bytes(&p, kept), a + l + b_g1);
+        // What is kept never exceeds the room.
+        for room in [a, a + l, a + l + h, a + l + h + b_g2 - 1, a + b_g2 + h] {
+            let kept = partial_plan(&p, room);
+            assert!(queries_device_bytes(&p, kept) <= room, "{kept} in {room}");
+        }
+    }
+
+    #[test]
+    fn resident_queries_are_named_and_parsed() {
+        let q: ResidentQueries = "a, l,b_g2".parse().unwrap();
+        assert_eq!(
+            q,
+            ResidentQueries::NONE
+                .with(Query::A)
+                .with(Query::L)
+                .with(Query::BG2)
+        );
+        assert_eq!(q.to_string(), "l,a,b_g2");
+        assert_eq!(q.count(), 3);
+        assert_eq!("all".parse::<ResidentQueries>(), Ok(ResidentQueries::ALL));
+        assert_eq!(ResidentQueries::ALL.to_string(), "h,l,a,b_g1,b_g2");
+        assert_eq!("none".parse::<ResidentQueries>(), Ok(ResidentQueries::NONE));
+        assert_eq!(ResidentQueries::NONE.to_string(), "none");
+        let e = "a,c".parse::<ResidentQueries>().unwrap_err();
+        assert!(e.contains("unknown query \"c\""), "{e}");
+        for q in Query::ALL {
+            assert_eq!(
+                q.name().parse::<ResidentQueries>(),
+                Ok(ResidentQueries::NONE.with(q))
+            );
+        }
     }
 }

@@ -10,7 +10,7 @@ use cuzk_synth::Abc;
 #[cfg(doc)]
 use super::Staging;
 use super::memory::staged_bytes;
-use super::{GpuProver, poisoned};
+use super::{GpuProver, ResidentQueries, poisoned};
 use crate::cuda::{DeviceBuffer, Gpu, GpuEvent};
 use crate::prover::{AbcInput, MsmResults, Prover, ProverInput, StageTimings, Staged};
 use crate::spmv::PceShapeKey;
@@ -201,14 +201,17 @@ impl GpuProver {
         let g = &self.gpu;
         let mut clock = EventClock::start(g)?;
         let resident = timings.time("params", || self.resident(params, pce))?;
-        // A streamed set: page-locked (once), the shape's chunks planned
-        // (once), and the first chunk of H copied under the NTTs.
-        let mut streamed = match resident {
-            Some(_) => None,
-            None => {
+        let kept = resident.as_ref().map_or(ResidentQueries::NONE, |r| r.kept);
+        // A set streamed whole or in part: page-locked (once), the shape's
+        // chunks planned (once), and the first chunk of the first streamed
+        // query copied under the NTTs.
+        let mut streamed = match kept {
+            ResidentQueries::ALL => None,
+            _ => {
                 let pinned = timings.time("params pin", || self.pinned_queries(params))?;
                 let shape = timings.time("params plan", || self.streamed_shape(pce))?;
-                let mut streamer = Streamer::new(g, &self.msm, self.copy_stream()?, params, shape)?;
+                let mut streamer =
+                    Streamer::new(g, &self.msm, self.copy_stream()?, params, shape, kept)?;
                 streamer.prefetch()?;
                 Some((streamer, pinned))
             }
@@ -286,49 +289,62 @@ impl GpuProver {
                 );
                 Ok(w)
             };
-            let (h, l, a, b_g1, b_g2) = match (resident, &mut streamed) {
-                (Some(resident), _) => {
-                    let dens = self.densities(pce)?;
-                    let h =
-                        timings.time("msm h", || self.msm.g1_dense(&resident.h, &a, &dens.h))?;
-                    clock.mark(g, "msm h")?;
-                    drop(a);
-                    let w = witness(timings)?;
-                    let l =
-                        timings.time("msm l", || self.msm.g1_dense(&resident.l, &w, &dens.l))?;
-                    clock.mark(g, "msm l")?;
-                    let a =
-                        timings.time("msm a", || self.msm.g1_dense(&resident.a, &w, &dens.a))?;
-                    clock.mark(g, "msm a")?;
-                    let b_g1 = timings.time("msm b_g1", || {
-                        self.msm.g1_dense(&resident.b_g1, &w, &dens.b)
-                    })?;
-                    clock.mark(g, "msm b_g1")?;
-                    let b_g2 = timings.time("msm b_g2", || {
-                        self.msm.g2_dense(&resident.b_g2, &w, &dens.b)
-                    })?;
-                    clock.mark(g, "msm b_g2")?;
-                    (h, l, a, b_g1, b_g2)
-                }
-                (None, Some((st, _))) => {
-                    let ni = pce.num_inputs;
-                    let h = timings.time("msm h (streamed)", || st.g1(Query::H, &a, 0))?;
-                    clock.mark(g, "msm h")?;
-                    drop(a);
-                    let w = witness(timings)?;
-                    let l = timings.time("msm l (streamed)", || st.g1(Query::L, &w, ni))?;
-                    clock.mark(g, "msm l")?;
-                    let a = timings.time("msm a (streamed)", || st.g1(Query::A, &w, 0))?;
-                    clock.mark(g, "msm a")?;
-                    let b_g1 = timings.time("msm b_g1 (streamed)", || st.g1(Query::BG1, &w, 0))?;
-                    clock.mark(g, "msm b_g1")?;
-                    let b_g2 = timings.time("msm b_g2 (streamed)", || st.g2(&w))?;
-                    clock.mark(g, "msm b_g2")?;
-                    (h, l, a, b_g1, b_g2)
-                }
-                (None, None) => return Err(poisoned()),
+            // Each MSM against its resident bases, or streamed.
+            let dens = match &resident {
+                Some(_) => Some(self.densities(pce)?),
+                None => None,
             };
-            Ok((h, l, a, b_g1, b_g2))
+            let mut st = streamed.as_mut().map(|(st, _)| st);
+            let res = resident.as_deref();
+            let h = match (res.and_then(|r| r.h.as_ref()), &dens) {
+                (Some(bases), Some(d)) => {
+                    timings.time("msm h", || self.msm.g1_dense(bases, &a, &d.h))?
+                }
+                _ => timings.time("msm h (streamed)", || {
+                    st.as_deref_mut().ok_or_else(poisoned)?.g1(Query::H, &a, 0)
+                })?,
+            };
+            clock.mark(g, "msm h")?;
+            drop(a);
+            let w = witness(timings)?;
+            let ni = pce.num_inputs;
+            let l = match (res.and_then(|r| r.l.as_ref()), &dens) {
+                (Some(bases), Some(d)) => {
+                    timings.time("msm l", || self.msm.g1_dense(bases, &w, &d.l))?
+                }
+                _ => timings.time("msm l (streamed)", || {
+                    st.as_deref_mut().ok_or_else(poisoned)?.g1(Query::L, &w, ni)
+                })?,
+            };
+            clock.mark(g, "msm l")?;
+            let a = match (res.and_then(|r| r.a.as_ref()), &dens) {
+                (Some(bases), Some(d)) => {
+                    timings.time("msm a", || self.msm.g1_dense(bases, &w, &d.a))?
+                }
+                _ => timings.time("msm a (streamed)", || {
+                    st.as_deref_mut().ok_or_else(poisoned)?.g1(Query::A, &w, 0)
+                })?,
+            };
+            clock.mark(g, "msm a")?;
+            let b_g1 = match (res.and_then(|r| r.b_g1.as_ref()), &dens) {
+                (Some(bases), Some(d)) => {
+                    timings.time("msm b_g1", || self.msm.g1_dense(bases, &w, &d.b))?
+                }
+                _ => timings.time("msm b_g1 (streamed)", || {
+                    st.as_deref_mut()
+                        .ok_or_else(poisoned)?
+                        .g1(Query::BG1, &w, 0)
+                })?,
+            };
+            clock.mark(g, "msm b_g1")?;
+            let b_g2 = match (res.and_then(|r| r.b_g2.as_ref()), &dens) {
+                (Some(bases), Some(d)) => {
+                    timings.time("msm b_g2", || self.msm.g2_dense(bases, &w, &d.b))?
+                }
+                _ => timings.time("msm b_g2 (streamed)", || st.ok_or_else(poisoned)?.g2(&w))?,
+            };
+            clock.mark(g, "msm b_g2")?;
+            Ok::<_, Groth16Error>((h, l, a, b_g1, b_g2))
         });
         let (h, l, a, b_g1, b_g2) = results?;
         if let Some((st, pinned)) = streamed {

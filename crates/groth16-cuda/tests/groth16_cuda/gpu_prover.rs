@@ -14,7 +14,7 @@ use cuzk_groth16_cuda::msm::{multiples_window_bits, windows};
 use cuzk_groth16_cuda::ntt::{NttConfig, PassKernel, TableLayout};
 use cuzk_groth16_cuda::{
     AbcInput, Bls12, CpuProver, GpuOptions, GpuProver, Groth16Error, ParamsPlacement, Prover,
-    ProverInput, StageTimings, Staging, assemble,
+    ProverInput, Query, ResidentQueries, StageTimings, Staging, assemble,
 };
 use cuzk_synth::circuits::{CircuitSpec, all_test_specs};
 use cuzk_synth::{Pce, Witness};
@@ -248,6 +248,86 @@ fn streamed_parameters_give_the_same_proofs() {
         pageable.release_unused();
         whole.release_unused();
         assert!(h.upgrade().is_none(), "{spec}: the page-locked h was kept");
+    }
+}
+
+/// A set kept on the device in part ([`ParamsPlacement::Queries`], what
+/// `Auto` does on a card where the whole set does not fit beside two
+/// partitions): the queries kept run against their resident bases, the
+/// others stream chunk by chunk (small chunks: many per query), and the
+/// proofs are bellperson's bytes whichever queries are kept, on the device
+/// or host staging, with and without window multiples.
+#[test]
+fn partly_resident_parameters_give_the_same_proofs() {
+    let _device = shared();
+    let Some(_) = gpu_or_skip("partly_resident_parameters_give_the_same_proofs") else {
+        return;
+    };
+    let subsets = ["a,l,h", "b_g2", "h", "l,b_g1", "a,b_g1,b_g2", "h,l,a,b_g1"];
+    let provers: Vec<(ResidentQueries, GpuProver)> = subsets
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let kept: ResidentQueries = s.parse().unwrap();
+            let prover = GpuProver::with_options(
+                0,
+                GpuOptions {
+                    params: ParamsPlacement::Queries(kept),
+                    stream_chunk: Some(300),
+                    staging: if i % 2 == 0 {
+                        Staging::Device
+                    } else {
+                        Staging::Host
+                    },
+                    window_multiples: i == 0,
+                    ..GpuOptions::default()
+                },
+            )
+            .unwrap();
+            (kept, prover)
+        })
+        .collect();
+    let mut rng = ChaCha20Rng::seed_from_u64(0x9A27);
+    for spec in ["porep:12", "no-aux:5", "many-inputs:9"] {
+        let spec: CircuitSpec = spec.parse().unwrap();
+        let params: Parameters<Bls12> =
+            generate_random_parameters(spec.build(0), &mut rng).unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let witness = Witness::synthesize(spec.build(5)).unwrap();
+        let input = ProverInput {
+            pce: &pce,
+            witness: &witness,
+            abc: AbcInput::FromPce,
+        };
+        for (kept, prover) in &provers {
+            // Twice: the second proof finds the partial copy in the cache.
+            for round in 0..2 {
+                let (r, s) = (Scalar::random(&mut rng), Scalar::random(&mut rng));
+                let theirs = create_proof(spec.build(5), &params, r, s).unwrap();
+                let ours = prover.prove(input, &params, r, s).unwrap();
+                assert_eq!(
+                    bytes(&ours.proof),
+                    bytes(&theirs),
+                    "{spec}: {kept} resident (proof {round}) differs"
+                );
+                // Each query's MSM ran where it was placed.
+                let stages: Vec<&str> = ours.timings.0.iter().map(|(s, _)| *s).collect();
+                for q in Query::ALL {
+                    let resident = format!("msm {}", q.name());
+                    let streamed = format!("msm {} (streamed)", q.name());
+                    let (want, not) = if kept.has(q) {
+                        (&resident, &streamed)
+                    } else {
+                        (&streamed, &resident)
+                    };
+                    assert!(
+                        stages.contains(&want.as_str()) && !stages.contains(&not.as_str()),
+                        "{spec}: {kept} resident, query {}: {stages:?}",
+                        q.name()
+                    );
+                }
+            }
+        }
     }
 }
 
