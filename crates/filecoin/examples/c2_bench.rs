@@ -236,17 +236,21 @@ fn main() -> Result<()> {
         }
     };
     let dir = args.param_cache.clone().unwrap_or_default();
-    input.visit(
-        &dir,
-        Bench {
-            args: &args,
-            input: &input,
-            dir: &dir,
-            blank: &*blank,
-            results: &mut results,
-        },
-    )??;
-    results.finish(args.json.get())
+    let outcome = input
+        .visit(
+            &dir,
+            Bench {
+                args: &args,
+                input: &input,
+                dir: &dir,
+                blank: &*blank,
+                results: &mut results,
+            },
+        )
+        .and_then(|r| r);
+    // What was measured before a failure is written too.
+    results.finish(args.json.get())?;
+    outcome
 }
 
 /// The measurement, on the typed partitions.
@@ -319,139 +323,152 @@ impl PartitionsVisitor for Bench<'_> {
         } else {
             args.variants.clone()
         };
+        // A variant that fails (say, a placement that does not fit) is
+        // reported and the next one still runs; the figures of every
+        // variant that ran are written either way.
+        let mut failed = None;
         for (variant, extra) in &variants {
-            let named = |label: &str| {
-                if variant.is_empty() {
-                    label.to_owned()
-                } else {
-                    format!("{variant}/{label}")
-                }
-            };
-            let overrides = args.overrides.iter().chain(extra.iter());
-            let config = common::engine_config(overrides.map(String::as_str), &args.pce_dir)?;
-            // This variant's own peak, from what is resident now (the
-            // circuits, fake parameters) on.
-            let reset = common::reset_peak_rss();
-            let engine = Engine::new(config)?;
-            let params = match &fake {
-                Some(fake) => {
-                    let key = format!("fake {shape}");
-                    engine.register_params(key.clone(), Arc::clone(fake))?;
-                    ParamsRef::Key(key)
-                }
-                None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
-            };
-            let t = Instant::now();
-            cuzk_engine::bench::warm_up_with(
-                &engine,
-                &shape_id,
-                &params,
-                |_| circuits[0].clone(),
-                witness,
-            )?;
-            results.add(
-                &named("warm_up_partition"),
-                "s",
-                t.elapsed().as_secs_f64(),
-                "one partition: PCE read from disk, parameters to the prover, witness, proof"
-                    .into(),
-            );
-
-            for (together, job) in args
-                .together
-                .iter()
-                .flat_map(|&k| (0..args.jobs).map(move |j| (k, j)))
-            {
-                let label = named(&if together > 1 {
-                    format!("proof_x{together}_{job}")
-                } else {
-                    format!("proof_{job}")
-                });
-                // The page-locked pool across the measurement: buffers
-                // allocated (page-locked anew) against reused ones.
-                let pool_before = engine.stats().pinned;
-                let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
+            let outcome = (|| -> Result<()> {
+                let named = |label: &str| {
+                    if variant.is_empty() {
+                        label.to_owned()
+                    } else {
+                        format!("{variant}/{label}")
+                    }
+                };
+                let overrides = args.overrides.iter().chain(extra.iter());
+                let config = common::engine_config(overrides.map(String::as_str), &args.pce_dir)?;
+                // This variant's own peak, from what is resident now (the
+                // circuits, fake parameters) on.
+                let reset = common::reset_peak_rss();
+                let engine = Engine::new(config)?;
+                let params = match &fake {
+                    Some(fake) => {
+                        let key = format!("fake {shape}");
+                        engine.register_params(key.clone(), Arc::clone(fake))?;
+                        ParamsRef::Key(key)
+                    }
+                    None => ParamsRef::File(partitions.params.existing_params()?.to_owned()),
+                };
+                let t = Instant::now();
+                cuzk_engine::bench::warm_up_with(
                     &engine,
                     &shape_id,
                     &params,
-                    together,
-                    n,
-                    |i| circuits[(i as usize - 1) % n].clone(),
+                    |_| circuits[0].clone(),
                     witness,
                 )?;
-                ensure!(proofs.len() == together * n, "missing proofs");
-                eprintln!("{}", report.summary);
-                let pool = pinned_pool_note(&pool_before, &engine.stats().pinned);
-                eprintln!("{pool}");
-                let verified = if args.fake_params {
-                    "fake parameters, not verifiable"
-                } else {
-                    for (k, one) in proofs.chunks(n).enumerate() {
-                        let ok = input.verify(dir, &proofs_to_bytes(one))?;
-                        ensure!(ok, "proof {k} of measurement {job} does not verify");
-                    }
-                    "verified"
-                };
-                let stages = report
-                    .summary
-                    .stages
-                    .iter()
-                    .map(|st| format!("{} {:.0} ms", st.stage, st.median_ms))
-                    .collect::<Vec<_>>()
-                    .join(", ");
                 results.add(
-                &label,
-                "s",
-                report.wall_s / together as f64,
-                format!(
-                    "wall time per proof of {n} partitions, {together} proof(s) submitted at once \
-                     (wall {:.3} s; {verified}), {} witness, backend {}, {} workers/device; \
-                     {:.3} s per partition; gpu busy {:.3}; per-partition medians: {stages}; \
-                     {pool}; largest gaps: {:?}",
-                    report.wall_s,
-                    if sequential {
-                        "sequential"
-                    } else {
-                        "circuit's own"
-                    },
-                    report.config.backend,
-                    report.config.workers_per_device,
-                    report.seconds_per_partition,
-                    report.busy_fraction(),
-                    report
-                        .summary
-                        .devices
-                        .iter()
-                        .map(|d| &d.largest_gaps)
-                        .collect::<Vec<_>>()
-                ),
-            );
-                if let Some(out) = &args.out {
-                    let stem = format!(
-                        "{}-{}",
-                        results.prefix.rsplit('/').next().unwrap_or("proof"),
-                        label.replace('/', "-")
-                    );
-                    let trace = common::write_trace(out, &stem, &timeline.chrome_trace())?;
-                    let summary = out.join(format!("summary-{stem}.json"));
-                    std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
-                    eprintln!("wrote {} and {}", trace.display(), summary.display());
-                }
-            }
-            results.add(
-                &named("peak_rss"),
-                "GiB",
-                common::peak_rss() as f64 / (1u64 << 30) as f64,
-                match &reset {
-                    Ok(()) => "this process's VmHWM over this variant (engine, warm-up, proofs; \
-                               reset at its start)"
+                    &named("warm_up_partition"),
+                    "s",
+                    t.elapsed().as_secs_f64(),
+                    "one partition: PCE read from disk, parameters to the prover, witness, proof"
                         .into(),
-                    Err(e) => format!("this process's VmHWM so far (not reset: {e})"),
-                },
-            );
-            drop(engine);
+                );
+
+                for (together, job) in args
+                    .together
+                    .iter()
+                    .flat_map(|&k| (0..args.jobs).map(move |j| (k, j)))
+                {
+                    let label = named(&if together > 1 {
+                        format!("proof_x{together}_{job}")
+                    } else {
+                        format!("proof_{job}")
+                    });
+                    // The page-locked pool across the measurement: buffers
+                    // allocated (page-locked anew) against reused ones.
+                    let pool_before = engine.stats().pinned;
+                    let (proofs, report, timeline) = cuzk_engine::bench::measure_jobs_with(
+                        &engine,
+                        &shape_id,
+                        &params,
+                        together,
+                        n,
+                        |i| circuits[(i as usize - 1) % n].clone(),
+                        witness,
+                    )?;
+                    ensure!(proofs.len() == together * n, "missing proofs");
+                    eprintln!("{}", report.summary);
+                    let pool = pinned_pool_note(&pool_before, &engine.stats().pinned);
+                    eprintln!("{pool}");
+                    let verified = if args.fake_params {
+                        "fake parameters, not verifiable"
+                    } else {
+                        for (k, one) in proofs.chunks(n).enumerate() {
+                            let ok = input.verify(dir, &proofs_to_bytes(one))?;
+                            ensure!(ok, "proof {k} of measurement {job} does not verify");
+                        }
+                        "verified"
+                    };
+                    let stages = report
+                        .summary
+                        .stages
+                        .iter()
+                        .map(|st| format!("{} {:.0} ms", st.stage, st.median_ms))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    results.add(
+                    &label,
+                    "s",
+                    report.wall_s / together as f64,
+                    format!(
+                        "wall time per proof of {n} partitions, {together} proof(s) submitted at once \
+                         (wall {:.3} s; {verified}), {} witness, backend {}, {} workers/device; \
+                         {:.3} s per partition; gpu busy {:.3}; per-partition medians: {stages}; \
+                         {pool}; largest gaps: {:?}",
+                        report.wall_s,
+                        if sequential {
+                            "sequential"
+                        } else {
+                            "circuit's own"
+                        },
+                        report.config.backend,
+                        report.config.workers_per_device,
+                        report.seconds_per_partition,
+                        report.busy_fraction(),
+                        report
+                            .summary
+                            .devices
+                            .iter()
+                            .map(|d| &d.largest_gaps)
+                            .collect::<Vec<_>>()
+                    ),
+                );
+                    if let Some(out) = &args.out {
+                        let stem = format!(
+                            "{}-{}",
+                            results.prefix.rsplit('/').next().unwrap_or("proof"),
+                            label.replace('/', "-")
+                        );
+                        let trace = common::write_trace(out, &stem, &timeline.chrome_trace())?;
+                        let summary = out.join(format!("summary-{stem}.json"));
+                        std::fs::write(&summary, serde_json::to_vec_pretty(&report)?)?;
+                        eprintln!("wrote {} and {}", trace.display(), summary.display());
+                    }
+                }
+                results.add(
+                    &named("peak_rss"),
+                    "GiB",
+                    common::peak_rss() as f64 / (1u64 << 30) as f64,
+                    match &reset {
+                        Ok(()) => {
+                            "this process's VmHWM over this variant (engine, warm-up, proofs; \
+                                   reset at its start)"
+                                .into()
+                        }
+                        Err(e) => format!("this process's VmHWM so far (not reset: {e})"),
+                    },
+                );
+                drop(engine);
+                Ok(())
+            })();
+            if let Err(e) = outcome {
+                eprintln!("variant {variant:?} failed, going on with the next: {e:#}");
+                failed.get_or_insert(e.context(format!("variant {variant:?}")));
+            }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 }
 
