@@ -168,6 +168,10 @@ pub struct AbcPlacement {
     pub on_device: bool,
     /// Why, in words an operator reads in a status report.
     pub reason: String,
+    /// On the host only for want of free device memory: device memory
+    /// held across proofs that no job uses might make room
+    /// ([`Prover::release_idle`]).
+    pub short_of_room: bool,
 }
 
 impl AbcPlacement {
@@ -176,6 +180,7 @@ impl AbcPlacement {
         AbcPlacement {
             on_device: true,
             reason: reason.into(),
+            short_of_room: false,
         }
     }
 
@@ -184,6 +189,15 @@ impl AbcPlacement {
         AbcPlacement {
             on_device: false,
             reason: reason.into(),
+            short_of_room: false,
+        }
+    }
+
+    /// On the host for want of free device memory ([`Self::short_of_room`]).
+    pub fn host_short_of_room(reason: impl Into<String>) -> Self {
+        AbcPlacement {
+            short_of_room: true,
+            ..Self::host(reason)
         }
     }
 }

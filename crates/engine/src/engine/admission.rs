@@ -592,7 +592,15 @@ pub(super) fn try_admit(
     // Where the job's a/b/c are evaluated is decided once, here: on the
     // device its partitions need no a/b/c buffers on the host, so their
     // working set is the witness (what was charged beyond it goes back).
-    let placement = shared.prover.abc_placement(&pce);
+    let mut placement = shared.prover.abc_placement(&pce);
+    if placement.short_of_room && release_idle_devices(shared) > 0 {
+        // Device memory held for shapes and sets no job uses (a swap's
+        // leftovers) was in the way: at 41cd267 on an H100, a PoRep job
+        // after a WindowPoSt swap found the WindowPoSt's device PCE there
+        // and ran with a/b/c on the host (0.362 partitions/s against 0.472
+        // once it was freed first).
+        placement = shared.prover.abc_placement(&pce);
+    }
     if !placement.on_device && pce.is_released() {
         // The device's room changed since the check above: once more, so
         // the host's SpMV gets the matrices read again (the charge goes).
@@ -763,4 +771,22 @@ pub(super) fn admit(shared: &Shared, job: &JobState, record: &RecordFn) -> Resul
             }
         }
     }
+}
+
+/// Frees the device memory held across proofs that no job uses (resident
+/// parameters, device PCEs, shape tables: [`Prover::release_idle`]) on each
+/// device none of whose workers runs an item now, as the scheduler's
+/// pressure hook does, and accounts for what stays held; the bytes freed.
+fn release_idle_devices(shared: &Shared) -> u64 {
+    let mut freed = 0;
+    for (index, spec) in shared.scheduler.devices().iter().enumerate() {
+        let Ok(memory) = shared.scheduler.device_memory(index) else {
+            continue;
+        };
+        if memory.is_idle() {
+            freed += shared.provers.release_idle_on(spec.ordinal);
+            shared.provers.account(spec.ordinal, &memory);
+        }
+    }
+    freed
 }

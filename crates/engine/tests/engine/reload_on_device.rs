@@ -41,6 +41,12 @@ struct DevicePces {
     released: AtomicU64,
     /// Extra milliseconds each kernel region sleeps beyond 30.
     slower_ms: u64,
+    /// Room for one PCE only: a shape's PCE does not fit while another
+    /// shape's is held ([`AbcPlacement::host_short_of_room`]).
+    room_for_one_pce: bool,
+    /// Constraints of each partition prepared with a/b/c from the PCE
+    /// (evaluated on the device).
+    from_pce: Mutex<Vec<usize>>,
 }
 
 const PCE_ON_DEVICE: u64 = 25 * MIB;
@@ -71,6 +77,8 @@ impl Prover for DevicePces {
             .any(|(n, _)| *n == pce.num_constraints());
         if resident {
             AbcPlacement::device("the PCE is resident on the device")
+        } else if self.room_for_one_pce && !self.resident.lock().unwrap().is_empty() {
+            AbcPlacement::host_short_of_room("another shape's PCE holds the room")
         } else {
             AbcPlacement::device("the PCE fits beside two partitions")
         }
@@ -97,6 +105,7 @@ impl Prover for DevicePces {
     ) -> cuzk_groth16_cuda::Result<Staged> {
         if matches!(input.abc, AbcInput::FromPce) {
             let n = input.pce.num_constraints();
+            self.from_pce.lock().unwrap().push(n);
             let mut resident = self.resident.lock().unwrap();
             match resident.iter_mut().find(|(m, _)| *m == n) {
                 Some((_, users)) => *users += 1,
@@ -294,6 +303,59 @@ fn mixed_bench_order_with_loaders_pce_files_and_device_pces_finishes() {
     assert_eq!(stats.memory.working_set_bytes, 0, "{stats:#?}");
     assert_eq!(stats.dispatch_in_flight, 0);
     assert_eq!(stats.ready_partitions, 0);
+}
+
+/// A job whose PCE does not fit on the device beside another shape's PCE
+/// that no job uses any more (what a swap leaves there) still gets its
+/// a/b/c evaluated on the device: its admission frees the idle device
+/// memory first. (At 41cd267 on an H100, a PoRep job after a WindowPoSt
+/// swap ran with a/b/c on the host instead: 0.362 partitions/s against
+/// 0.472.)
+#[test]
+fn an_idle_pce_in_the_way_is_freed_before_abc_go_to_the_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let prover = Arc::new(DevicePces {
+        room_for_one_pce: true,
+        ..DevicePces::default()
+    });
+    let (need_low, _, _) = need_of(LOW, &prover);
+    let (need_high, _, _) = need_of(HIGH, &prover);
+    // Both sets fit the host budget: nothing is evicted there.
+    let engine = on_device(
+        config(4 * (need_low + need_high)),
+        &prover,
+        dir.path(),
+        [LOW, HIGH],
+    );
+    let first = engine
+        .submit(request(HIGH, 2, 1, Priority::Normal))
+        .unwrap();
+    assert_eq!(wait_within(&engine, first, 120, "the first job"), 2);
+    let n = |spec: &str| {
+        let n = spec.strip_prefix("chain:").unwrap().parse().unwrap();
+        Pce::record(Chain::good(n, 0)).unwrap().num_constraints()
+    };
+    // Its PCE stays on the device, used by nobody.
+    assert_eq!(
+        *prover.resident.lock().unwrap(),
+        vec![(n(HIGH), 0)],
+        "the first job's PCE is held on the device"
+    );
+    let second = engine.submit(request(LOW, 3, 7, Priority::Normal)).unwrap();
+    assert_eq!(wait_within(&engine, second, 120, "the second job"), 3);
+    let on_device = prover
+        .from_pce
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|&&m| m == n(LOW))
+        .count();
+    assert_eq!(on_device, 3, "the second job's a/b/c went to the host");
+    assert_eq!(
+        prover.released.load(Ordering::SeqCst),
+        PCE_ON_DEVICE,
+        "the first job's idle PCE was not freed"
+    );
 }
 
 /// [`gated`] through [`PartsGate::try_enter`], as the Filecoin witnesses

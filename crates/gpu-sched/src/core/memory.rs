@@ -101,6 +101,13 @@ impl<P> Core<P> {
     /// device, and either a caller waiting in `DeviceMemory::reserve` or
     /// the first queued item that could run there not fitting beside it.
     /// Whoever holds it is then asked to give back what no item uses.
+    /// Whether no worker of `device` runs an item now.
+    pub(crate) fn device_idle(&self, device: usize) -> bool {
+        self.devices
+            .get(device)
+            .is_some_and(|dev| dev.workers.clone().all(|w| self.stage(w) == Stage::Idle))
+    }
+
     pub(crate) fn pressured(&self) -> Vec<usize> {
         (0..self.devices.len())
             .filter(|&d| {

@@ -49,6 +49,13 @@ impl DeviceMemory {
         self.ledger(|l| l.usable).unwrap_or(0)
     }
 
+    /// Whether no worker of the device runs an item now (what the
+    /// scheduler's pressure hook waits for before asking for held memory
+    /// back).
+    pub fn is_idle(&self) -> bool {
+        self.shared.lock().device_idle(self.device)
+    }
+
     /// Bytes reserved now, by items and standing reservations.
     pub fn reserved_bytes(&self) -> u64 {
         self.ledger(crate::core::MemoryLedger::reserved)

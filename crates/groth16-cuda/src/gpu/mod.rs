@@ -318,23 +318,13 @@ impl Prover for GpuProver {
         let pce_bytes = crate::spmv::device_bytes(pce);
         let need = pce_bytes + self.two_partitions_bytes(pce);
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-        // Device memory no proof uses (the PCE, resident copy or shape
-        // tables of a set a swap evicted, say) is freed before the PCE is
-        // sent to the host for want of room: at 41cd267 on an H100, a
-        // PoRep job after a WindowPoSt swap found 55 GB free beside the
-        // WindowPoSt's idle device state and ran with a/b/c on the host
-        // (0.362 partitions/s against 0.470 with them on the GPU).
-        let mut info = self.gpu.mem_info();
-        if matches!(info, Ok((free, _)) if need > free) && self.release_idle() > 0 {
-            info = self.gpu.mem_info();
-        }
-        match info {
+        match self.gpu.mem_info() {
             Ok((free, _)) if need <= free => AbcPlacement::device(format!(
                 "the PCE ({:.2} GiB) fits beside two partitions in GPU {ordinal}'s {:.2} GiB free",
                 gib(pce_bytes),
                 gib(free)
             )),
-            Ok((free, _)) => AbcPlacement::host(format!(
+            Ok((free, _)) => AbcPlacement::host_short_of_room(format!(
                 "the PCE ({:.2} GiB) and two partitions ({:.2} GiB in all) do not fit in GPU \
                  {ordinal}'s {:.2} GiB free",
                 gib(pce_bytes),
