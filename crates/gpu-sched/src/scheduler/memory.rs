@@ -317,8 +317,10 @@ mod tests {
                 |_, ()| Ok(()),
             )
         };
+        assert!(memory.is_idle(), "no item yet");
         sched.submit(WorkItem::new(&job, 0, 60, phases)).unwrap();
         sched.wait_until("p0 runs", |s| s.devices[0].kernel == Some((j, 0)));
+        assert!(!memory.is_idle(), "p0 runs");
         // p1 does not fit beside p0 (40 free): queued.
         sched
             .submit(WorkItem::new(&job, 1, 41, gated(&gate2)))
