@@ -239,7 +239,8 @@ fn kernel_region_bytes(
     let chunk = chunk.min(m.max(vars));
     let chunks = chunk as u64 * 2 * std::mem::size_of::<G2Affine>() as u64;
     let streams_only = matches!(params, ParamsPlacement::Streamed)
-        || (!on_device && matches!(params, ParamsPlacement::Auto));
+        || (!on_device && matches!(params, ParamsPlacement::Auto))
+        || params == ParamsPlacement::Queries(ResidentQueries::NONE);
     let scratch = if streams_only {
         scratch(chunk)
     } else {
@@ -454,6 +455,11 @@ mod tests {
         let kept = ParamsPlacement::Queries(ResidentQueries::NONE.with(Query::A));
         for vectors in [0, 2, 3] {
             let bytes = |p| kernel_region_bytes(log2, vars, chunk, &scratch, p, vectors, ntt);
+            // Keeping none is streaming.
+            assert_eq!(
+                bytes(ParamsPlacement::Queries(ResidentQueries::NONE)),
+                bytes(ParamsPlacement::Streamed)
+            );
             assert_eq!(bytes(kept), bytes(ParamsPlacement::Resident), "{vectors}");
             assert!(bytes(kept) > bytes(ParamsPlacement::Streamed), "{vectors}");
             if vectors == 0 {

@@ -131,6 +131,11 @@ impl ResidentParams {
 /// affine scratch of one chunk of G2 bases (2^22 points), with room over.
 const MULTIPLES_MARGIN: u64 = 3 << 30;
 
+/// Device memory a set kept in part leaves free beyond two partitions'
+/// needs: the streamed plan and density tables of its shape (a bit per
+/// variable and query, tens of MB at 2^27), allocated after the upload.
+const PARTIAL_MARGIN: u64 = 256 << 20;
+
 /// The queries [`ParamsPlacement::Auto`] keeps on the device of a set that
 /// does not fit whole in `room` bytes: in [`ResidentQueries::AUTO_ORDER`],
 /// each non-empty query that fits in what those kept before it left.
@@ -285,7 +290,10 @@ impl GpuProver {
                 if need <= avail {
                     (ResidentQueries::ALL, avail - need)
                 } else {
-                    let kept = partial_plan(params, avail);
+                    // Kept in part, the set is streamed too: the shape's
+                    // streamed plan and density tables, allocated after the
+                    // upload and counted nowhere else, need room beside it.
+                    let kept = partial_plan(params, avail.saturating_sub(PARTIAL_MARGIN));
                     if kept == ResidentQueries::NONE {
                         tracing::warn!(
                             gpu = self.gpu.ordinal(),
