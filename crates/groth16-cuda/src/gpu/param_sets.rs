@@ -110,6 +110,17 @@ impl PinnedQueries {
 }
 
 impl ResidentParams {
+    /// The resident bases of G1 query `q`, if kept (B_G2 has none in G1).
+    pub(super) fn g1(&self, q: Query) -> Option<&DeviceBases<G1Affine>> {
+        match q {
+            Query::H => self.h.as_ref(),
+            Query::L => self.l.as_ref(),
+            Query::A => self.a.as_ref(),
+            Query::BG1 => self.b_g1.as_ref(),
+            Query::BG2 => None,
+        }
+    }
+
     fn is(&self, p: &Parameters<Bls12>) -> bool {
         self.host.is(p)
     }

@@ -26,6 +26,20 @@ pub(super) struct ShapeDensities {
 }
 
 impl ShapeDensities {
+    /// The density of query `q`'s bases over its scalars (B_G1 and B_G2
+    /// share B's).
+    pub(super) fn of(&self, q: crate::streamed::Query) -> &DeviceDensity {
+        use crate::streamed::Query;
+        match q {
+            Query::H => &self.h,
+            Query::L => &self.l,
+            Query::A => &self.a,
+            Query::BG1 | Query::BG2 => &self.b,
+        }
+    }
+}
+
+impl ShapeDensities {
     pub(super) fn device_bytes(&self) -> u64 {
         [&self.h, &self.l, &self.a, &self.b]
             .iter()

@@ -296,52 +296,39 @@ impl GpuProver {
             };
             let mut st = streamed.as_mut().map(|(st, _)| st);
             let res = resident.as_deref();
-            let h = match (res.and_then(|r| r.h.as_ref()), &dens) {
-                (Some(bases), Some(d)) => {
-                    timings.time("msm h", || self.msm.g1_dense(bases, &a, &d.h))?
+            // A G1 query's MSM (its scalars from `offset` when streamed).
+            let mut g1 = |timings: &mut StageTimings,
+                          q: Query,
+                          scalars: &DeviceBuffer<Scalar>,
+                          offset: usize| {
+                let (resident_stage, streamed_stage) = msm_stages(q);
+                match (res.and_then(|r| r.g1(q)), &dens) {
+                    (Some(bases), Some(d)) => timings.time(resident_stage, || {
+                        self.msm.g1_dense(bases, scalars, d.of(q))
+                    }),
+                    _ => timings.time(streamed_stage, || {
+                        st.as_deref_mut()
+                            .ok_or_else(poisoned)?
+                            .g1(q, scalars, offset)
+                    }),
                 }
-                _ => timings.time("msm h (streamed)", || {
-                    st.as_deref_mut().ok_or_else(poisoned)?.g1(Query::H, &a, 0)
-                })?,
             };
+            let h = g1(timings, Query::H, &a, 0)?;
             clock.mark(g, "msm h")?;
             drop(a);
             let w = witness(timings)?;
-            let ni = pce.num_inputs;
-            let l = match (res.and_then(|r| r.l.as_ref()), &dens) {
-                (Some(bases), Some(d)) => {
-                    timings.time("msm l", || self.msm.g1_dense(bases, &w, &d.l))?
-                }
-                _ => timings.time("msm l (streamed)", || {
-                    st.as_deref_mut().ok_or_else(poisoned)?.g1(Query::L, &w, ni)
-                })?,
-            };
+            let l = g1(timings, Query::L, &w, pce.num_inputs)?;
             clock.mark(g, "msm l")?;
-            let a = match (res.and_then(|r| r.a.as_ref()), &dens) {
-                (Some(bases), Some(d)) => {
-                    timings.time("msm a", || self.msm.g1_dense(bases, &w, &d.a))?
-                }
-                _ => timings.time("msm a (streamed)", || {
-                    st.as_deref_mut().ok_or_else(poisoned)?.g1(Query::A, &w, 0)
-                })?,
-            };
+            let a = g1(timings, Query::A, &w, 0)?;
             clock.mark(g, "msm a")?;
-            let b_g1 = match (res.and_then(|r| r.b_g1.as_ref()), &dens) {
-                (Some(bases), Some(d)) => {
-                    timings.time("msm b_g1", || self.msm.g1_dense(bases, &w, &d.b))?
-                }
-                _ => timings.time("msm b_g1 (streamed)", || {
-                    st.as_deref_mut()
-                        .ok_or_else(poisoned)?
-                        .g1(Query::BG1, &w, 0)
-                })?,
-            };
+            let b_g1 = g1(timings, Query::BG1, &w, 0)?;
             clock.mark(g, "msm b_g1")?;
+            let (resident_stage, streamed_stage) = msm_stages(Query::BG2);
             let b_g2 = match (res.and_then(|r| r.b_g2.as_ref()), &dens) {
-                (Some(bases), Some(d)) => {
-                    timings.time("msm b_g2", || self.msm.g2_dense(bases, &w, &d.b))?
-                }
-                _ => timings.time("msm b_g2 (streamed)", || st.ok_or_else(poisoned)?.g2(&w))?,
+                (Some(bases), Some(d)) => timings.time(resident_stage, || {
+                    self.msm.g2_dense(bases, &w, d.of(Query::BG2))
+                })?,
+                _ => timings.time(streamed_stage, || st.ok_or_else(poisoned)?.g2(&w))?,
             };
             clock.mark(g, "msm b_g2")?;
             Ok::<_, Groth16Error>((h, l, a, b_g1, b_g2))
@@ -377,5 +364,16 @@ impl GpuProver {
             b_g1,
             b_g2,
         })
+    }
+}
+
+/// The stage names of a query's MSM, resident and streamed.
+fn msm_stages(q: Query) -> (&'static str, &'static str) {
+    match q {
+        Query::H => ("msm h", "msm h (streamed)"),
+        Query::L => ("msm l", "msm l (streamed)"),
+        Query::A => ("msm a", "msm a (streamed)"),
+        Query::BG1 => ("msm b_g1", "msm b_g1 (streamed)"),
+        Query::BG2 => ("msm b_g2", "msm b_g2 (streamed)"),
     }
 }
