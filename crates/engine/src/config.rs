@@ -8,6 +8,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use cuzk_groth16_cuda::gpu::ResidentQueries;
+
 use crate::error::{EngineError, Result};
 
 /// Which prover backend runs the kernel regions.
@@ -23,9 +25,11 @@ pub enum Backend {
     Gpu,
 }
 
-/// Where the GPU backend keeps a parameter set's points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+/// Where the GPU backend keeps a parameter set's points: `"auto"`,
+/// `"resident"`, `"streamed"`, or the queries to keep resident as a
+/// comma-separated list of `h`, `l`, `a`, `b_g1`, `b_g2` (`"a,l,h"`; `"all"`,
+/// `"none"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GpuParams {
     /// Resident in device memory when the set fits beside two partitions'
     /// working memory; else the queries that fit there resident (A, L, H,
@@ -36,6 +40,49 @@ pub enum GpuParams {
     Resident,
     /// Always streamed from host memory in chunks, in every MSM.
     Streamed,
+    /// These queries always resident (a set whose named queries do not fit
+    /// fails with a clear error), the others streamed.
+    Queries(ResidentQueries),
+}
+
+impl FromStr for GpuParams {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "auto" => Ok(GpuParams::Auto),
+            "resident" => Ok(GpuParams::Resident),
+            "streamed" => Ok(GpuParams::Streamed),
+            list => list
+                .parse()
+                .map(GpuParams::Queries)
+                .map_err(|e| format!("{e}; or one of auto, resident, streamed")),
+        }
+    }
+}
+
+impl fmt::Display for GpuParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpuParams::Auto => f.write_str("auto"),
+            GpuParams::Resident => f.write_str("resident"),
+            GpuParams::Streamed => f.write_str("streamed"),
+            GpuParams::Queries(q) => write!(f, "{q}"),
+        }
+    }
+}
+
+impl Serialize for GpuParams {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuParams {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// Where the GPU backend keeps a partition between its preparation and its
@@ -246,8 +293,8 @@ pub struct EngineConfig {
     /// GPUs to use, by driver ordinal (after `CUDA_VISIBLE_DEVICES`); unset:
     /// every GPU the driver sees.
     pub gpus: Option<Vec<usize>>,
-    /// Where the GPU backend keeps parameters: `auto`, `resident` or
-    /// `streamed`.
+    /// Where the GPU backend keeps parameters: `auto`, `resident`,
+    /// `streamed`, or the queries kept resident (`"a,l,h"`).
     pub gpu_params: GpuParams,
     /// Page-lock streamed parameter sets' host copies (copied at the
     /// link's full speed, under the previous chunk's MSM); false: copied
@@ -450,6 +497,37 @@ mod tests {
         assert!(err.to_string().contains("many"), "{err}");
         let err = EngineConfig::from_toml_str("backend = \"tpu\"").unwrap_err();
         assert!(err.to_string().contains("tpu"), "{err}");
+    }
+
+    #[test]
+    fn gpu_params_takes_a_word_or_the_queries_to_keep() {
+        use cuzk_groth16_cuda::gpu::Query;
+        let parse = |v: &str| {
+            EngineConfig::default()
+                .with_overrides([v])
+                .map(|c| c.gpu_params)
+        };
+        assert_eq!(parse("gpu_params=streamed").unwrap(), GpuParams::Streamed);
+        assert_eq!(parse("gpu_params=auto").unwrap(), GpuParams::Auto);
+        let alh = ResidentQueries::NONE
+            .with(Query::A)
+            .with(Query::L)
+            .with(Query::H);
+        assert_eq!(parse("gpu_params=a,l,h").unwrap(), GpuParams::Queries(alh));
+        assert_eq!(
+            parse("gpu_params=none").unwrap(),
+            GpuParams::Queries(ResidentQueries::NONE)
+        );
+        // Written back as the list, read again as the same.
+        let c = EngineConfig {
+            gpu_params: GpuParams::Queries(alh),
+            ..EngineConfig::default()
+        };
+        let text = c.to_toml_string().unwrap();
+        assert!(text.contains("gpu_params = \"h,l,a\""), "{text}");
+        assert_eq!(EngineConfig::from_toml_str(&text).unwrap(), c);
+        let err = parse("gpu_params=a,q").unwrap_err().to_string();
+        assert!(err.contains("\"q\"") && err.contains("streamed"), "{err}");
     }
 
     #[test]

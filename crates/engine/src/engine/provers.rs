@@ -197,6 +197,7 @@ fn open_gpus(
             GpuParams::Auto => ParamsPlacement::Auto,
             GpuParams::Resident => ParamsPlacement::Resident,
             GpuParams::Streamed => ParamsPlacement::Streamed,
+            GpuParams::Queries(q) => ParamsPlacement::Queries(q),
         },
         gpu_abc: config.gpu_abc,
         pin_streamed: config.gpu_pin_streamed,
