@@ -11,8 +11,8 @@
 // doubling) and P + (-P) (gives the identity). Formulas from the Explicit-
 // Formulas Database (add-2007-bl style, dbl-2009-l, add/madd/dbl-2008-s).
 // Doublings are not inlined: in additions they are the rare P + P path.
-// Each formula's y coordinate, a product minus a product, is reduced once
-// (ff_mul_sub, defined by the field: kernels/ff/bls12_381.cuh).
+// Each formula's y coordinate, a product minus a product, is ff_mul_sub,
+// defined by the field (kernels/ff/bls12_381.cuh): over Fq reduced once.
 #pragma once
 
 template <class F>

@@ -36,13 +36,6 @@ __device__ __constant__ const uint32_t FQ_MOD_SQ[24] = {
     0x7091a049, 0x292e85a8, 0x86185c7b, 0x1d68619c, 0x0978ef01, 0xf5314933, 0x16ddca6e, 0x50a62cfd,
     0x349e8bd0, 0x66e59e49, 0x0e7046b4, 0xe2dc90e5, 0xa22f25e9, 0x4bd278ea, 0xb8c35fc7, 0x02a437a4};
 
-// 2 FQ_MOD^2 (24 limbs): added to a difference of two Fq2 products' sums
-// (ff_mul_sub over Fq2), which lies in (-2 MOD^2, 2 MOD^2).
-__device__ __constant__ const uint32_t FQ_MOD_SQ2[24] = {
-    0x38e31c72, 0x4d540000, 0xec705d56, 0xf9dad63a, 0xc42279fa, 0x2c586706, 0x7ce36e86, 0xcd7f23da,
-    0xe1234092, 0x525d0b50, 0x0c30b8f6, 0x3ad0c339, 0x12f1de02, 0xea629266, 0x2dbb94dd, 0xa14c59fa,
-    0x693d17a0, 0xcdcb3c92, 0x1ce08d68, 0xc5b921ca, 0x445e4bd3, 0x97a4f1d5, 0x7186bf8e, 0x05486f49};
-
 // a b - c d with one Montgomery reduction: redc_wide(a b + MOD^2 - c d).
 // For reduced operands the sum lies in (0, 2 MOD^2), below MOD * 2^384 as
 // redc_wide needs (MOD < 2^383). Two 24-limb products and one reduction
@@ -107,50 +100,6 @@ struct fq2_t {
         r.c1 = fq_t::redc_wide(t1);
         return r;
     }
-    // a b - c d with two Montgomery reductions where a * b - c * d takes
-    // four: Karatsuba's wide products of both, then
-    //   c0 = redc(a0 b0 - a1 b1 - (c0 d0 - c1 d1) + 2 MOD^2),
-    //   c1 = redc(sa sb - (a0 b0 + a1 b1) - (sc sd - (c0 d0 + c1 d1)) + 2 MOD^2)
-    // with the sums sa = a0 + a1 (and sb, sc, sd) not reduced. Each
-    // difference of two products lies in (-2 MOD^2, 2 MOD^2), so both sums
-    // in (0, 4 MOD^2), below MOD * 2^384 (MOD < 2^382); the wide arithmetic
-    // is modulo 2^768 in between. One call where FF_NOINLINE is set. The CPU
-    // twin is `cuzk_groth16_cuda::mont::fq2_mul_sub`.
-    __device__ FF_MUL_INLINE static fq2_t mul_sub(const fq2_t& a, const fq2_t& b, const fq2_t& c, const fq2_t& d) {
-        uint32_t t[24], e[24], f[24], g[24];
-        // e = a0 b0 + a1 b1, f = a0 b0 - a1 b1 + 2 MOD^2
-        fq_t::mul_wide(a.c0.v, b.c0.v, e);
-        fq_t::mul_wide(a.c1.v, b.c1.v, t);
-#pragma unroll
-        for (int k = 0; k < 24; k++) f[k] = FQ_MOD_SQ2[k];
-        fq_t::add_wide(f, e);
-        fq_t::sub_wide(f, t);
-        fq_t::add_wide(e, t);
-        // g = c0 d0 + c1 d1, f -= c0 d0 - c1 d1
-        fq_t::mul_wide(c.c0.v, d.c0.v, g);
-        fq_t::mul_wide(c.c1.v, d.c1.v, t);
-        fq_t::sub_wide(f, g);
-        fq_t::add_wide(f, t);
-        fq_t::add_wide(g, t);
-        fq2_t r;
-        r.c0 = fq_t::redc_wide(f);
-        // f = sa sb - e + g + 2 MOD^2 - sc sd
-        uint32_t sx[12], sy[12];
-        fq_t::add_plain(a.c0.v, a.c1.v, sx);
-        fq_t::add_plain(b.c0.v, b.c1.v, sy);
-        fq_t::mul_wide(sx, sy, f);
-        fq_t::sub_wide(f, e);
-        fq_t::add_wide(f, g);
-#pragma unroll
-        for (int k = 0; k < 24; k++) t[k] = FQ_MOD_SQ2[k];
-        fq_t::add_wide(f, t);
-        fq_t::add_plain(c.c0.v, c.c1.v, sx);
-        fq_t::add_plain(d.c0.v, d.c1.v, sy);
-        fq_t::mul_wide(sx, sy, t);
-        fq_t::sub_wide(f, t);
-        r.c1 = fq_t::redc_wide(f);
-        return r;
-    }
     // (c0 + c1 u)^2 = (c0 + c1)(c0 - c1) + 2 c0 c1 u: one call where
     // FF_NOINLINE is set, its two Fq multiplications inlined.
     __device__ FF_MUL_INLINE fq2_t sqr() const {
@@ -164,7 +113,12 @@ struct fq2_t {
 };
 static_assert(sizeof(fq2_t) == 96, "fq2_t must match blst_fp2");
 
-// a b - c d over Fq2, for the point formulas (see fq2_t::mul_sub).
+// a b - c d over Fq2, for the point formulas: two multiplications. Forming
+// both coordinates' four-product sums and reducing each once (two
+// reductions where this takes four) measured slower in G2's accumulation,
+// 502.0 against 449.8 ms at 2^24 on an H200 (bench-data/msm/
+// 2026-12-04-6537752-g2-mul-sub.json): the wider state costs more than the
+// reductions it saves.
 __device__ __forceinline__ fq2_t ff_mul_sub(const fq2_t& a, const fq2_t& b, const fq2_t& c, const fq2_t& d) {
-    return fq2_t::mul_sub(a, b, c, d);
+    return a * b - c * d;
 }

@@ -32,8 +32,7 @@
 // registers capped to fit them. msm_g1.cu asks for 3 (12 warps): the
 // formulas' one-reduction y coordinate (ff_mul_sub) took G1's kernel from
 // 168 to 180 registers, which fits only 2 blocks (8 warps); capped at 168 it
-// spills 68 bytes. G2's kernel holds 8 warps at up to 255 registers either
-// way.
+// spills 68 bytes. G2's kernel is left to the compiler (8 warps).
 #ifndef MSM_PLAIN_V4_MIN_BLOCKS
 #define MSM_PLAIN_V4_MIN_BLOCKS 1
 #endif

@@ -15,12 +15,12 @@
 //! Limbs are little-endian. Both operands must be below `modulus`, and
 //! `modulus` below 2^(32N - 1) with `m0 = -modulus^-1 mod 2^32`.
 //!
-//! The twins of the kernels' Fq2 product and difference of products, built
-//! on these, are in `fq2` ([`fq2_mul`], [`fq2_mul_sub`]).
+//! The twin of the kernels' Fq2 product, built on these, is in `fq2`
+//! ([`fq2_mul`]).
 
 mod fq2;
 
-pub use fq2::{fq2_mul, fq2_mul_sub};
+pub use fq2::fq2_mul;
 
 /// The carry flag of a PTX carry chain (`add.cc` / `addc` and friends).
 struct Chain {
