@@ -55,7 +55,7 @@ use crate::spmv::{DevicePce, GpuSpmv};
 use crate::streamed::StreamedShape;
 use crate::{Bls12, Groth16Error, Result};
 use memory::staged_bytes;
-use param_sets::{PinnedQueries, ResidentParams, take_orphans, take_pinned_orphans};
+use param_sets::{PinnedQueries, ResidentParams, WeakQueries, take_orphans, take_pinned_orphans};
 use shapes::ShapeDensities;
 
 /// The CUDA prover of one GPU.
@@ -76,6 +76,10 @@ pub struct GpuProver {
     params: Mutex<Vec<Arc<ResidentParams>>>,
     /// Streamed sets' page-locked host queries.
     pinned: Mutex<Vec<Arc<PinnedQueries>>>,
+    /// Sets already reported as streamed whole under `Auto` (no query fits
+    /// beside two partitions): reported once each, not in every kernel
+    /// region.
+    streamed_whole: Mutex<Vec<WeakQueries>>,
     /// Registers host memory with the driver (`None`: no pinned pool).
     host_pool: OnceLock<Option<Pool>>,
     /// The stream streamed chunks are copied on, created on first use.
@@ -134,6 +138,7 @@ impl GpuProver {
             gpu,
             params: Mutex::new(Vec::new()),
             pinned: Mutex::new(Vec::new()),
+            streamed_whole: Mutex::new(Vec::new()),
             host_pool: OnceLock::new(),
             copy_stream: Mutex::new(None),
             shapes: Mutex::new(Vec::new()),

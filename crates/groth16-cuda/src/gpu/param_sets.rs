@@ -39,7 +39,7 @@ pub(super) struct ResidentParams {
 }
 
 /// A parameter set's five queries, held weakly.
-struct WeakQueries {
+pub(super) struct WeakQueries {
     h: Weak<Vec<G1Affine>>,
     l: Weak<Vec<G1Affine>>,
     a: Weak<Vec<G1Affine>>,
@@ -238,6 +238,18 @@ fn upload_query<A: MsmAffine>(
     }
 }
 
+/// Whether `p` is new to `seen`, the sets already reported as streamed
+/// whole; records it if so. Sets since dropped are forgotten first, so a
+/// reloaded set (a new set at perhaps the same addresses) is reported again.
+fn first_report(seen: &mut Vec<WeakQueries>, p: &Parameters<Bls12>) -> bool {
+    seen.retain(|w| w.h.strong_count() > 0);
+    if seen.iter().any(|w| w.is(p)) {
+        return false;
+    }
+    seen.push(WeakQueries::of(p));
+    true
+}
+
 /// Takes out of `cache` the resident copies whose host set is gone and that
 /// no proof holds now (a proof in its kernel region holds its own `Arc`).
 pub(super) fn take_orphans(cache: &mut Vec<Arc<ResidentParams>>) -> Vec<Arc<ResidentParams>> {
@@ -306,14 +318,22 @@ impl GpuProver {
                     // upload and counted nowhere else, need room beside it.
                     let kept = partial_plan(params, avail.saturating_sub(PARTIAL_MARGIN));
                     if kept == ResidentQueries::NONE {
-                        tracing::warn!(
-                            gpu = self.gpu.ordinal(),
-                            need,
-                            free,
-                            "no query of the parameter set fits beside two partitions in \
-                             device memory: streaming them all from host memory in every MSM \
-                             (slower)"
-                        );
+                        // Asked again in every kernel region (room may open
+                        // up); said once a set.
+                        let first = {
+                            let mut seen = self.streamed_whole.lock().map_err(|_| poisoned())?;
+                            first_report(&mut seen, params)
+                        };
+                        if first {
+                            tracing::warn!(
+                                gpu = self.gpu.ordinal(),
+                                need,
+                                free,
+                                "no query of the parameter set fits beside two partitions in \
+                                 device memory: streaming them all from host memory in every \
+                                 MSM (slower)"
+                            );
+                        }
                         return Ok(None);
                     }
                     let bytes = queries_device_bytes(params, kept);
@@ -546,6 +566,25 @@ mod tests {
             let kept = partial_plan(&p, room);
             assert!(queries_device_bytes(&p, kept) <= room, "{kept} in {room}");
         }
+    }
+
+    #[test]
+    fn a_set_streamed_whole_is_reported_once_while_it_lives() {
+        use cuzk_synth::circuits::CircuitSpec;
+        let spec: CircuitSpec = "porep:12".parse().unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let p = crate::fake::fake_params(&pce, 1);
+        let q = crate::fake::fake_params(&pce, 2);
+        let mut seen = Vec::new();
+        assert!(first_report(&mut seen, &p));
+        assert!(!first_report(&mut seen, &p));
+        assert!(first_report(&mut seen, &q), "another set is reported too");
+        assert!(!first_report(&mut seen, &q));
+        // Dropped, its record goes; a set loaded again is reported again.
+        drop(p);
+        let again = crate::fake::fake_params(&pce, 1);
+        assert!(first_report(&mut seen, &again));
+        assert_eq!(seen.len(), 2, "the dropped set's record is gone");
     }
 
     #[test]
