@@ -11,12 +11,7 @@
 enum field_op : uint32_t {
     F_ADD = 0, F_SUB = 1, F_NEG = 2, F_MUL = 3, F_SQR = 4,
     F_TO_MONT = 5, F_FROM_MONT = 6, F_INV = 7, F_DBL = 8,
-    F_MUL_SUB = 9,  // ff_mul_sub(a, b, b, a + b) = a b - b (a + b); Fq and Fq2 only
 };
-
-__device__ __forceinline__ fq_t mul_sub_op(const fq_t& x, const fq_t& y) { return ff_mul_sub(x, y, y, x + y); }
-// Fr has no ff_mul_sub (no curve over it).
-__device__ __forceinline__ fr_t mul_sub_op(const fr_t&, const fr_t&) { return fr_t::zero(); }
 
 template <class F>
 __device__ __forceinline__ void field_apply(uint32_t op, const F* a, const F* b, F* out, uint32_t n) {
@@ -33,7 +28,6 @@ __device__ __forceinline__ void field_apply(uint32_t op, const F* a, const F* b,
         case F_FROM_MONT: r = x.from_mont(); break;
         case F_INV: r = x.inv(); break;
         case F_DBL: r = x.dbl(); break;
-        case F_MUL_SUB: r = mul_sub_op(x, y); break;
         default: r = F::zero(); break;
     }
     out[i] = r;
@@ -52,7 +46,6 @@ __device__ __forceinline__ void fq2_apply(uint32_t op, const fq2_t* a, const fq2
         case F_SQR: r = x.sqr(); break;
         case F_INV: r = x.inv(); break;
         case F_DBL: r = x.dbl(); break;
-        case F_MUL_SUB: r = ff_mul_sub(x, y, y, x + y); break;
         default: r = fq2_t::zero(); break;
     }
     out[i] = r;

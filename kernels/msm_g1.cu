@@ -2,7 +2,6 @@
 // over BLS12-381's G1 (bucket accumulation in XYZZ, sums of bases, bucket
 // reduction); see kernels/msm/pippenger.cuh. Field multiplications are
 // inlined into each point formula, and each formula is emitted once.
-#define MSM_PLAIN_V4_MIN_BLOCKS 3
 #include "msm/pippenger.cuh"
 
 MSM_CURVE_KERNELS(g1, fq_t)

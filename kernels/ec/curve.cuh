@@ -11,8 +11,6 @@
 // doubling) and P + (-P) (gives the identity). Formulas from the Explicit-
 // Formulas Database (add-2007-bl style, dbl-2009-l, add/madd/dbl-2008-s).
 // Doublings are not inlined: in additions they are the rare P + P path.
-// Each formula's y coordinate, a product minus a product, is ff_mul_sub,
-// defined by the field (kernels/ff/bls12_381.cuh): over Fq reduced once.
 #pragma once
 
 template <class F>
@@ -68,7 +66,7 @@ struct jacobian_t {
         F hhh = h * hh;
         F v = u1 * hh;
         F x3 = r.sqr() - hhh - v.dbl();
-        F y3 = ff_mul_sub(r, v - x3, s1, hhh);
+        F y3 = r * (v - x3) - s1 * hhh;
         F z3 = z * q.z * h;
         return {x3, y3, z3};
     }
@@ -87,7 +85,7 @@ struct jacobian_t {
         F hhh = h * hh;
         F v = x * hh;
         F x3 = r.sqr() - hhh - v.dbl();
-        F y3 = ff_mul_sub(r, v - x3, y, hhh);
+        F y3 = r * (v - x3) - y * hhh;
         F z3 = z * h;
         return {x3, y3, z3};
     }
@@ -114,7 +112,7 @@ struct xyzz_t {
         F xx = x.sqr();
         F m = xx.dbl() + xx;
         F x3 = m.sqr() - s.dbl();
-        F y3 = ff_mul_sub(m, s - x3, w, y);
+        F y3 = m * (s - x3) - w * y;
         return {x3, y3, v * zz, w * zzz};
     }
 
@@ -128,7 +126,7 @@ struct xyzz_t {
         F xx = p.x.sqr();
         F m = xx.dbl() + xx;
         F x3 = m.sqr() - s.dbl();
-        F y3 = ff_mul_sub(m, s - x3, w, p.y);
+        F y3 = m * (s - x3) - w * p.y;
         return {x3, y3, v, w};
     }
 
@@ -147,7 +145,7 @@ struct xyzz_t {
         F ppp = p * pp;
         F q2 = u1 * pp;
         F x3 = r.sqr() - ppp - q2.dbl();
-        F y3 = ff_mul_sub(r, q2 - x3, s1, ppp);
+        F y3 = r * (q2 - x3) - s1 * ppp;
         return {x3, y3, zz * q.zz * pp, zzz * q.zzz * ppp};
     }
 
@@ -164,7 +162,7 @@ struct xyzz_t {
         F ppp = p * pp;
         F q2 = x * pp;
         F x3 = r.sqr() - ppp - q2.dbl();
-        F y3 = ff_mul_sub(r, q2 - x3, y, ppp);
+        F y3 = r * (q2 - x3) - y * ppp;
         return {x3, y3, zz * pp, zzz * ppp};
     }
 

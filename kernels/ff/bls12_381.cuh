@@ -36,22 +36,6 @@ __device__ __constant__ const uint32_t FQ_MOD_SQ[24] = {
     0x7091a049, 0x292e85a8, 0x86185c7b, 0x1d68619c, 0x0978ef01, 0xf5314933, 0x16ddca6e, 0x50a62cfd,
     0x349e8bd0, 0x66e59e49, 0x0e7046b4, 0xe2dc90e5, 0xa22f25e9, 0x4bd278ea, 0xb8c35fc7, 0x02a437a4};
 
-// a b - c d with one Montgomery reduction: redc_wide(a b + MOD^2 - c d).
-// For reduced operands the sum lies in (0, 2 MOD^2), below MOD * 2^384 as
-// redc_wide needs (MOD < 2^383). Two 24-limb products and one reduction
-// where a * b - c * d reduces twice: the y coordinate of every point
-// formula in ec/curve.cuh. The CPU twin is `cuzk_groth16_cuda::mont::mul_sub`.
-__device__ __forceinline__ fq_t ff_mul_sub(const fq_t& a, const fq_t& b, const fq_t& c, const fq_t& d) {
-    uint32_t w[24], x[24];
-    fq_t::mul_wide(a.v, b.v, w);
-#pragma unroll
-    for (int k = 0; k < 24; k++) x[k] = FQ_MOD_SQ[k];
-    fq_t::add_wide(w, x);
-    fq_t::mul_wide(c.v, d.v, x);
-    fq_t::sub_wide(w, x);
-    return fq_t::redc_wide(w);
-}
-
 // Fq2 = Fq[u] / (u^2 + 1), laid out as blst_fp2: c0 then c1.
 struct fq2_t {
     fq_t c0, c1;
@@ -112,13 +96,3 @@ struct fq2_t {
     }
 };
 static_assert(sizeof(fq2_t) == 96, "fq2_t must match blst_fp2");
-
-// a b - c d over Fq2, for the point formulas: two multiplications. Forming
-// both coordinates' four-product sums and reducing each once (two
-// reductions where this takes four) measured slower in G2's accumulation,
-// 502.0 against 449.8 ms at 2^24 on an H200 (bench-data/msm/
-// 2026-12-04-6537752-g2-mul-sub.json): the wider state costs more than the
-// reductions it saves.
-__device__ __forceinline__ fq2_t ff_mul_sub(const fq2_t& a, const fq2_t& b, const fq2_t& c, const fq2_t& d) {
-    return a * b - c * d;
-}

@@ -28,15 +28,6 @@
 #error "MSM_CURVE_THREADS must be a power of two of at least 32"
 #endif
 
-// Blocks per SM the default accumulation (plain_v4) is compiled for, its
-// registers capped to fit them. msm_g1.cu asks for 3 (12 warps): the
-// formulas' one-reduction y coordinate (ff_mul_sub) took G1's kernel from
-// 168 to 180 registers, which fits only 2 blocks (8 warps); capped at 168 it
-// spills 68 bytes. G2's kernel is left to the compiler (8 warps).
-#ifndef MSM_PLAIN_V4_MIN_BLOCKS
-#define MSM_PLAIN_V4_MIN_BLOCKS 1
-#endif
-
 template <class F>
 __device__ __noinline__ xyzz_t<F> msm_add_nl(const xyzz_t<F> a, const xyzz_t<F> b) {
     return a.add(b);
@@ -501,8 +492,7 @@ __device__ __forceinline__ void msm_gather(const xyzz_t<F>* in, uint32_t n, uint
                                                    uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {  \
         msm_accumulate<F, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);                   \
     }                                                                                                          \
-    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS, MSM_PLAIN_V4_MIN_BLOCKS)                      \
-        msm_accumulate_plain_v4_##G##_bls12_381(                                                               \
+    extern "C" __global__ void __launch_bounds__(MSM_CURVE_THREADS) msm_accumulate_plain_v4_##G##_bls12_381(   \
         const uint2* entries, uint32_t e, uint32_t per, const affine_t<F>* bases, xyzz_t<F>* buckets,         \
         uint32_t* out_keys, xyzz_t<F>* out_vals, uint32_t carry) {                                             \
         msm_accumulate<F, false, true>(entries, e, per, bases, buckets, out_keys, out_vals, carry);            \

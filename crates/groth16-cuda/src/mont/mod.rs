@@ -210,31 +210,6 @@ pub fn mul_wide<const N: usize>(a: &[u32; N], b: &[u32; N]) -> Vec<u32> {
     w
 }
 
-/// `a b - c d` with one Montgomery reduction, as the kernels' `ff_mul_sub`
-/// over Fq (`kernels/ff/bls12_381.cuh`): `redc_wide(a b + modulus^2 - c d)`,
-/// the wide arithmetic modulo 2^(64N) in the kernel's order (the product
-/// a b, plus `modulus_sq`, minus the product c d). Operands below the
-/// modulus; checks that the sum is below `2 * modulus^2` (so below
-/// `modulus * 2^(32N)`), which a negative true value, wrapped, would not be.
-pub fn mul_sub<const N: usize>(
-    a: &[u32; N],
-    b: &[u32; N],
-    c: &[u32; N],
-    d: &[u32; N],
-    modulus: &[u32; N],
-    modulus_sq: &[u32],
-    m0: u32,
-) -> [u32; N] {
-    let w = add_sub_wide(&mul_wide(a, b), modulus_sq, false);
-    let w = add_sub_wide(&w, &mul_wide(c, d), true);
-    let twice_sq = add_sub_wide(modulus_sq, modulus_sq, false);
-    assert!(
-        wide_lt(&w, &twice_sq),
-        "a b - c d + modulus^2 is not below 2 * modulus^2"
-    );
-    redc_wide::<N>(&w, modulus, m0)
-}
-
 /// 2N-limb `w + x` (`sub`: `w - x`) modulo 2^(64N), as the kernel's
 /// `add_wide` / `sub_wide`.
 fn add_sub_wide(w: &[u32], x: &[u32], sub: bool) -> Vec<u32> {
@@ -565,52 +540,6 @@ mod tests {
         let one_mont: [u32; 12] = limbs(&r.to_bytes_le());
         let x = random_below(&FQ_MOD, &mut rng);
         assert_eq!(mul(&x, &one_mont, &FQ_MOD, FQ_M0), x);
-    }
-
-    /// The modulus squared, as the kernels' `FQ_MOD_SQ`.
-    pub(super) fn fq_mod_sq() -> Vec<u32> {
-        mul_wide(&FQ_MOD, &FQ_MOD)
-    }
-
-    #[test]
-    fn fq_differences_of_products_match_blstrs_at_their_extremes_and_on_random_values() {
-        let mut rng = ChaCha20Rng::seed_from_u64(23);
-        let r = Fp::from(2u64).pow_vartime([384]);
-        let sq = fq_mod_sq();
-        let fp = |x: &[u32; 12]| Fp::from_bytes_le(&bytes(x).try_into().unwrap()).unwrap();
-        let check = |a: &[u32; 12], b: &[u32; 12], c: &[u32; 12], d: &[u32; 12]| {
-            let got = mul_sub(a, b, c, d, &FQ_MOD, &sq, FQ_M0);
-            let fz = Fp::from_bytes_le(&bytes(&got).try_into().unwrap());
-            assert!(
-                bool::from(fz.is_some()),
-                "{a:x?} {b:x?} - {c:x?} {d:x?} is not reduced"
-            );
-            assert_eq!(
-                fz.unwrap() * r,
-                fp(a) * fp(b) - fp(c) * fp(d),
-                "{a:x?} {b:x?} - {c:x?} {d:x?}"
-            );
-        };
-        let edges = edges(&FQ_MOD, &mut rng);
-        let zero = [0u32; 12];
-        let mut top = FQ_MOD;
-        top[0] -= 1;
-        for x in &edges {
-            for y in &edges {
-                // Both products at every size against zero and p - 1 squared
-                // (the sum's extremes: 0 and near 2 p^2).
-                check(x, y, &zero, &zero);
-                check(&zero, &zero, x, y);
-                check(x, y, &top, &top);
-                check(&top, &top, x, y);
-                check(x, y, y, x);
-                check(x, x, y, y);
-            }
-        }
-        for _ in 0..20_000 {
-            let [a, b, c, d] = std::array::from_fn(|_| random_below(&FQ_MOD, &mut rng));
-            check(&a, &b, &c, &d);
-        }
     }
 
     /// The twin's square of canonical limbs x is x^2 / R, and equals its

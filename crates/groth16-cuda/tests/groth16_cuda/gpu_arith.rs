@@ -29,7 +29,6 @@ const F_TO_MONT: u32 = 5;
 const F_FROM_MONT: u32 = 6;
 const F_INV: u32 = 7;
 const F_DBL: u32 = 8;
-const F_MUL_SUB: u32 = 9;
 
 fn random_count() -> usize {
     let log2 = std::env::var("CUZK_TEST_LOG2")
@@ -170,19 +169,6 @@ fn field_ops<F: Field + DeviceElem + Send + Sync>(gpu: &Arc<Gpu>, kernel: &str, 
     }
 }
 
-/// `ff_mul_sub(a, b, b, a + b)`, the point formulas' product minus a
-/// product with one reduction (Fq and Fq2 only).
-fn mul_sub_op<F: Field + DeviceElem + Send + Sync>(gpu: &Arc<Gpu>, kernel: &str, a: &[F], b: &[F]) {
-    let got: Vec<F> = launch(gpu, kernel, F_MUL_SUB, a, b);
-    let want: Vec<F> = (0..a.len())
-        .into_par_iter()
-        .map(|i| a[i] * b[i] - b[i] * (a[i] + b[i]))
-        .collect();
-    check(&format!("{kernel} mul_sub"), &got, &want, |i| {
-        format!("a = {:?}, b = {:?}", a[i], b[i])
-    });
-}
-
 #[test]
 fn fr_matches_blstrs() {
     let Some(_) = gpu_or_skip("fr_matches_blstrs") else {
@@ -230,7 +216,6 @@ fn fq_matches_blstrs() {
     let mut rng = ChaCha20Rng::seed_from_u64(2);
     let (a, b) = fp_pairs(&mut rng);
     field_ops(&gpu, "arith_fq_bls12_381", &a, &b);
-    mul_sub_op(&gpu, "arith_fq_bls12_381", &a, &b);
     let canonical: Vec<u64> = a
         .iter()
         .flat_map(|x| {
@@ -313,7 +298,6 @@ fn fq2_matches_blstrs() {
         }
     }
     field_ops(&gpu, "arith_fq2_bls12_381", &a, &b);
-    mul_sub_op(&gpu, "arith_fq2_bls12_381", &a, &b);
 }
 
 // Curve operation codes of kernels/arith.cu; results come back Jacobian.
