@@ -33,3 +33,15 @@ extern "C" __global__ void msm_scatter_bls12_381(const fr_t* scalars, const uint
                                                  uint32_t fold_stride) {
     msm_scatter(scalars, idx, m, c, w0, w1, offsets, entries, fold_stride);
 }
+
+// msm_scatter with B windows' atomics in flight (kernels/msm/digits.cuh,
+// msm_scatter_batched); the host picks B (`MsmConfig::scatter_batch`).
+#define MSM_SCATTER_BATCHED(B)                                                                                      \
+    extern "C" __global__ void msm_scatter_b##B##_bls12_381(const fr_t* scalars, const uint32_t* idx, uint32_t m,  \
+                                                           uint32_t c, uint32_t w0, uint32_t w1, uint32_t* offsets, \
+                                                           uint2* entries, uint32_t fold_stride) {                 \
+        msm_scatter_batched<B>(scalars, idx, m, c, w0, w1, offsets, entries, fold_stride);                         \
+    }
+MSM_SCATTER_BATCHED(4)
+MSM_SCATTER_BATCHED(8)
+MSM_SCATTER_BATCHED(16)

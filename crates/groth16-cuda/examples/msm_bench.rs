@@ -40,7 +40,7 @@ mod tuning;
 use args::OptionalRecord;
 use common::{Stat, machine, today};
 use multiples::window_multiples;
-use tuning::{merge_fans, pick_accumulate, time_merge_fans};
+use tuning::{merge_fans, pick_accumulate, scatter_batches, time_merge_fans, time_scatter_batches};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -82,6 +82,10 @@ const CPU_LIMIT_S: f64 = 60.0;
                            or the G1 cap, G2 at 2^22 or the G2 cap)
   MSM_BENCH_MERGE_FAN      bucket reduction merge fans to time, comma-separated
                            log2 values (`MsmConfig::merge_fan_log2`; default none)
+  MSM_BENCH_SCATTER        scatter batches to time, comma-separated
+                           (`MsmConfig::scatter_batch`; default none): G1 2^24
+                           random and Filecoin-shaped, plain and with window
+                           multiples, G2 2^22 random
   MSM_BENCH_MULTIPLES      G1 window sizes of bases with window multiples
                            (default 20,22,24; empty: none)
   MSM_BENCH_G2_MULTIPLES   the same for G2 (default 20,22)"
@@ -339,18 +343,25 @@ fn main() -> Result<()> {
     if variants_only {
         let lg = max_log.min(24);
         time_merge_fans(&gpu, &bases, lg, "plain", g1_config, &mut extra)?;
+        for kind in [Kind::Random, Kind::Filecoin] {
+            time_scatter_batches(&gpu, &bases, lg, kind, "plain", g1_config, &mut extra)?;
+        }
         drop(bases);
-        if !merge_fans()?.is_empty() {
+        if !merge_fans()?.is_empty() || !scatter_batches()?.is_empty() {
             let n = 1usize << lg;
             let c = cuzk_groth16_cuda::msm::multiples_window_bits(n);
             let bases = DeviceBases::upload(&gpu, &g1_host[..n])?.with_window_multiples(c)?;
             time_merge_fans(&gpu, &bases, lg, "multiples", g1_config, &mut extra)?;
+            let kind = Kind::Random;
+            time_scatter_batches(&gpu, &bases, lg, kind, "multiples", g1_config, &mut extra)?;
         }
         let g2_host = random_points::<G2Affine>(1 << g2_max_log.min(22), 2);
         let bases = DeviceBases::upload(&gpu, &g2_host)?;
         let g2_lg = g2_max_log.min(22);
         let g2_config = pick_accumulate(&gpu, &bases, g2_lg, &mut extra)?;
         time_merge_fans(&gpu, &bases, g2_lg, "plain", g2_config, &mut extra)?;
+        let kind = Kind::Random;
+        time_scatter_batches(&gpu, &bases, g2_lg, kind, "plain", g2_config, &mut extra)?;
         return write_doc(&revision, &gpu, &command, g1_config, g2_config, extra);
     }
     let msm = GpuMsm::with_config(Arc::clone(&gpu), g1_config);

@@ -1,6 +1,6 @@
 //! msm_bench's tuning runs (`#[path]`-included by `msm_bench.rs`): the
 //! accumulation kernel's variants, the fastest of which the other figures
-//! use, and the bucket reduction's merge fans.
+//! use, the bucket reduction's merge fans and the scatter's batches.
 
 use std::sync::Arc;
 
@@ -167,4 +167,90 @@ pub(crate) fn pick_accumulate<A: BenchCurve>(
         }
     }
     Ok(best.1)
+}
+
+/// The scatter batches to time (MSM_BENCH_SCATTER, comma-separated
+/// `MsmConfig::scatter_batch` values; unset: none).
+pub(crate) fn scatter_batches() -> Result<Vec<u32>> {
+    let Ok(list) = std::env::var("MSM_BENCH_SCATTER") else {
+        return Ok(Vec::new());
+    };
+    list.split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|v| {
+            v.trim()
+                .parse()
+                .with_context(|| format!("MSM_BENCH_SCATTER: {v:?} is not a batch size"))
+        })
+        .collect()
+}
+
+/// Times each scatter batch on 2^lg scalars of `kind` (`what` names the
+/// bases), with one profiled run each for the scatter phase; every sum
+/// checked against the first batch's.
+pub(crate) fn time_scatter_batches<A: BenchCurve>(
+    gpu: &Arc<Gpu>,
+    bases: &DeviceBases<A>,
+    lg: u32,
+    kind: Kind,
+    what: &str,
+    config: MsmConfig,
+    extra: &mut Vec<Value>,
+) -> Result<()> {
+    let n = 1usize << lg;
+    let d = gpu.upload(&scalars(kind, n, 8000 + u64::from(lg)))?;
+    let mut first: Option<(u32, A::Curve)> = None;
+    for batch in scatter_batches()? {
+        let config = MsmConfig {
+            scatter_batch: batch,
+            ..config
+        };
+        let m = GpuMsm::with_config(Arc::clone(gpu), config);
+        let (stat, got) = time_gpu(5, || Ok(m.msm(bases, &d, None)?))?;
+        match first {
+            None => first = Some((batch, got)),
+            Some((b, want)) => anyhow::ensure!(
+                got == want,
+                "{} {what} {} 2^{lg}: scatter batch {batch} differs from {b}",
+                A::NAME,
+                kind.name()
+            ),
+        }
+        let p = GpuMsm::with_config(
+            Arc::clone(gpu),
+            MsmConfig {
+                profile: true,
+                ..config
+            },
+        );
+        p.msm(bases, &d, None)?;
+        let phases: Vec<String> = p
+            .last_profile()
+            .iter()
+            .map(|(phase, t)| format!("{phase} {:.2} ms", t * 1e3))
+            .collect();
+        log(format!(
+            "{} {what} {} 2^{lg} scatter batch {batch}: {:.4} s ({})",
+            A::NAME,
+            kind.name(),
+            stat.median,
+            phases.join(", ")
+        ));
+        extra.push(result(
+            format!(
+                "msm/{}/2^{lg}/{}/{what}/scatter_batch={batch}",
+                A::NAME,
+                kind.name()
+            ),
+            &stat,
+            n,
+            None,
+            format!(
+                "windows whose sorting atomics a scatter thread has in flight; the sum equals \
+                 the first batch's; a profiled run's phases: {}",
+                phases.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }

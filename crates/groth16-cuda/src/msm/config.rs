@@ -42,6 +42,14 @@ pub struct MsmConfig {
     /// 0.6-1.3 ms of the reduction (1% of a G1 2^24 MSM, within noise),
     /// k = 4 is level, k = 8 loses 11-39 ms; the pairwise merge stays.
     pub merge_fan_log2: u32,
+    /// Windows whose counting-sort atomics one thread of the scatter has
+    /// in flight at once: 1 is the serial kernel (`msm_scatter`, each
+    /// window's atomic awaited before the next), 4, 8 or 16 the batched
+    /// one (`msm_scatter_b<B>`); other values are rounded down to one of
+    /// these. Profiled on an H200 the serial scatter's warps wait on their
+    /// atomics three quarters of the time (shared/profiles, 2^22), and on
+    /// an H100 it was 22.8 of a G1 2^24 MSM's 133 ms.
+    pub scatter_batch: u32,
 }
 
 impl Default for MsmConfig {
@@ -54,7 +62,20 @@ impl Default for MsmConfig {
             max_bucket_bytes: 8 << 30,
             profile: false,
             merge_fan_log2: 1,
+            scatter_batch: 8,
         }
+    }
+}
+
+/// The scatter kernel's `<op>` (`msm_<op>_bls12_381`) for a batch of
+/// `batch` windows ([`MsmConfig::scatter_batch`]): the widest kernel batch
+/// at most `batch`.
+pub(super) fn scatter_op(batch: u32) -> &'static str {
+    match batch {
+        16.. => "scatter_b16",
+        8..=15 => "scatter_b8",
+        4..=7 => "scatter_b4",
+        _ => "scatter",
     }
 }
 
@@ -142,5 +163,37 @@ pub(super) fn window_for<A: MsmAffine>(config: &MsmConfig, n: usize, chunks: usi
         }),
         None if chunks <= 1 => Ok(window_bits(n, max_buckets)),
         None => Ok(plan::carried_window_bits(n, chunks, max_buckets)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scatter_batch_picks_the_widest_kernel_batch_at_most_it() {
+        let got: Vec<_> = [0, 1, 3, 4, 7, 8, 15, 16, 64]
+            .into_iter()
+            .map(scatter_op)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "scatter",
+                "scatter",
+                "scatter",
+                "scatter_b4",
+                "scatter_b4",
+                "scatter_b8",
+                "scatter_b8",
+                "scatter_b16",
+                "scatter_b16"
+            ]
+        );
+        // Each batched kernel is instantiated in the msm module's source.
+        let src = include_str!("../../../../kernels/msm.cu");
+        for b in [4, 8, 16] {
+            assert!(src.contains(&format!("MSM_SCATTER_BATCHED({b})")), "{b}");
+        }
     }
 }

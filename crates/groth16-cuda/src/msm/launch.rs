@@ -9,7 +9,7 @@ use std::time::Instant;
 use blstrs::Scalar;
 use group::Group;
 
-use super::config::window_for;
+use super::config::{scatter_op, window_for};
 use super::scratch::{CurveScratch, Scratch, clear, curve_scratch, ensure, scratch_missing};
 use super::{DeviceBases, DeviceDensity, MsmAffine, MsmConfig, plan, windows};
 use crate::cuda::{DeviceBuffer, DeviceRange, Gpu, Kernel, LaunchConfig, grid_1d};
@@ -19,6 +19,7 @@ use crate::{Groth16Error, Result};
 /// kernels/msm/pippenger.cuh (their `__launch_bounds__`).
 pub(super) const CURVE_BLOCK: u32 = 128;
 /// Threads per block of the scalar kernels (module `msm`).
+/// A multiple of 32: the batched scatter keeps every warp whole.
 const SCALAR_BLOCK: u32 = 256;
 /// Elements per thread in the levels after the first of every segmented sum
 /// (their lists are short).
@@ -274,7 +275,7 @@ impl Run<'_> {
         let _span = tracing::debug_span!("pippenger", m, c, windows = w_all, group).entered();
 
         let histogram = self.kernel("msm", "histogram", None)?;
-        let scatter = self.kernel("msm", "scatter", None)?;
+        let scatter = self.kernel("msm", scatter_op(self.config.scatter_batch), None)?;
         let accumulate =
             self.kernel(A::MODULE, self.config.accumulate.op::<A>(), Some(A::CURVE))?;
         let partials = self.kernel(A::MODULE, "accumulate_partials", Some(A::CURVE))?;

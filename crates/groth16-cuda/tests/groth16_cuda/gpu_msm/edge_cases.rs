@@ -1,5 +1,6 @@
 //! Edge cases on G1 and G2 under every configuration (accumulation
-//! variants, ones apart, merge fans, window sizes, tiny sorting passes):
+//! variants, ones apart, merge fans, window sizes, tiny sorting passes,
+//! scatter batches):
 //! n = 1, all-zero, all-one, p-1, one bucket, sizes that are not powers of
 //! two, repeated and negated bases, the identity among the bases, and bases
 //! resident across calls of different sizes.
@@ -98,6 +99,29 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
         },
         MsmConfig {
             window_bits: Some(21),
+            ..MsmConfig::default()
+        },
+        // The scatter: serial, and batches that end inside the windows
+        // (2 bits: 128 windows), across several passes (w0 > 0).
+        MsmConfig {
+            scatter_batch: 1,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            scatter_batch: 16,
+            window_bits: Some(2),
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            scatter_batch: 4,
+            window_bits: Some(7),
+            max_entries_per_pass: 3000,
+            ..MsmConfig::default()
+        },
+        MsmConfig {
+            scatter_batch: 16,
+            window_bits: Some(11),
+            max_entries_per_pass: 7000,
             ..MsmConfig::default()
         },
     ];

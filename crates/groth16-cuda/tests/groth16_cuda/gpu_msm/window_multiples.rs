@@ -106,6 +106,16 @@ where
                 merge_fan_log2: 4,
                 ..MsmConfig::default()
             },
+            // The serial scatter and a batch of 4, over passes.
+            MsmConfig {
+                scatter_batch: 1,
+                ..MsmConfig::default()
+            },
+            MsmConfig {
+                scatter_batch: 4,
+                max_entries_per_pass: 2000,
+                ..MsmConfig::default()
+            },
         ];
         for config in configs {
             let msm = GpuMsm::with_config(Arc::clone(&gpu), config);
