@@ -208,7 +208,7 @@ impl GpuProver {
         let mut streamed = match kept {
             ResidentQueries::ALL => None,
             _ => {
-                let pinned = timings.time("params pin", || self.pinned_queries(params))?;
+                let pinned = timings.time("params pin", || self.pinned_queries(params, kept))?;
                 let shape = timings.time("params plan", || self.streamed_shape(pce))?;
                 let mut streamer =
                     Streamer::new(g, &self.msm, self.copy_stream()?, params, shape, kept)?;
