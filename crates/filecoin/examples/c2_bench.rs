@@ -341,6 +341,9 @@ impl PartitionsVisitor for Bench<'_> {
                 // This variant's own peak, from what is resident now (the
                 // circuits, fake parameters) on.
                 let reset = common::reset_peak_rss();
+                // What the variant starts from: the circuits and fake
+                // parameters, plus whatever earlier variants left resident.
+                let rss_at_start = common::rss_now();
                 let engine = Engine::new(config)?;
                 let params = match &fake {
                     Some(fake) => {
@@ -452,11 +455,12 @@ impl PartitionsVisitor for Bench<'_> {
                     "GiB",
                     common::peak_rss() as f64 / (1u64 << 30) as f64,
                     match &reset {
-                        Ok(()) => {
+                        Ok(()) => format!(
                             "this process's VmHWM over this variant (engine, warm-up, proofs; \
-                                   reset at its start)"
-                                .into()
-                        }
+                             reset at its start, when {:.2} GiB were resident: the circuits, \
+                             fake parameters and what earlier variants left)",
+                            rss_at_start as f64 / (1u64 << 30) as f64
+                        ),
                         Err(e) => format!("this process's VmHWM so far (not reset: {e})"),
                     },
                 );

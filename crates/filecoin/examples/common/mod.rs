@@ -87,10 +87,20 @@ pub fn reset_peak_rss() -> std::io::Result<()> {
 
 /// This process's peak resident memory in bytes (Linux VmHWM).
 pub fn peak_rss() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// This process's resident memory now in bytes (Linux VmRSS).
+pub fn rss_now() -> u64 {
+    status_bytes("VmRSS:")
+}
+
+/// A `kB` line of /proc/self/status in bytes; 0 where unknown.
+fn status_bytes(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
