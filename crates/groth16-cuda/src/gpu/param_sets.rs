@@ -236,16 +236,23 @@ const PARTIAL_MARGIN: u64 = 256 << 20;
 /// does not fit whole in `room` bytes: in [`ResidentQueries::AUTO_ORDER`],
 /// each non-empty query that fits in what those kept before it left.
 fn partial_plan(p: &Parameters<Bls12>, room: u64) -> ResidentQueries {
+    more_queries_plan(p, ResidentQueries::NONE, room)
+}
+
+/// The queries `kept` (those already on the device) plus, in
+/// [`ResidentQueries::AUTO_ORDER`], each other non-empty query that fits in
+/// what those added before it left of `room`.
+fn more_queries_plan(p: &Parameters<Bls12>, kept: ResidentQueries, room: u64) -> ResidentQueries {
     let mut left = room;
-    let mut kept = ResidentQueries::NONE;
+    let mut plan = kept;
     for q in ResidentQueries::AUTO_ORDER {
         let bytes = query_device_bytes(p, q);
-        if bytes > 0 && bytes <= left {
+        if !kept.has(q) && bytes > 0 && bytes <= left {
             left -= bytes;
-            kept = kept.with(q);
+            plan = plan.with(q);
         }
     }
-    kept
+    plan
 }
 
 /// The window sizes of the multiples a resident set keeps, in the order
@@ -375,16 +382,33 @@ impl GpuProver {
             drop(orphans);
             self.gpu.synchronize_device()?;
         }
-        if let Some(r) = cache.iter().find(|r| r.is(params)) {
-            return Ok(Some(r.clone()));
-        }
-        let need = params_device_bytes(params);
         // Device memory the kernel regions of two partitions need beside
         // the set, asked in a partition's kernel region: its staged buffers
         // are allocated, free memory has lost them already. (The shared
         // scratch, chunk buffers and twiddles may be held already too and
         // are still counted: cautious.)
         let beside = || self.two_partitions_bytes(pce) - staged_bytes(pce);
+        if let Some(i) = cache.iter().position(|r| r.is(params)) {
+            // A set kept in part under `Auto` takes the queries that fit
+            // now (another set's copy freed since, say), when no other
+            // kernel region holds it.
+            if matches!(self.options.params, ParamsPlacement::Auto)
+                && cache[i].kept != ResidentQueries::ALL
+                && Arc::strong_count(&cache[i]) == 1
+            {
+                let (free, _) = self.gpu.mem_info()?;
+                let room = free.saturating_sub(beside()).saturating_sub(PARTIAL_MARGIN);
+                let plan = more_queries_plan(params, cache[i].kept, room);
+                if plan != cache[i].kept {
+                    let r = cache.swap_remove(i);
+                    let grown = self.keep_more(params, r, plan)?;
+                    cache.push(grown.clone());
+                    return Ok(Some(grown));
+                }
+            }
+            return Ok(Some(cache[i].clone()));
+        }
+        let need = params_device_bytes(params);
         // The queries kept, and the device memory left for window
         // multiples once they are placed.
         let (kept, room) = match self.options.params {
@@ -501,6 +525,76 @@ impl GpuProver {
         Ok(Some(r))
     }
 
+    /// `r` (a set kept in part, held by nobody else) with the queries of
+    /// `plan` it lacks uploaded beside those it has (without window
+    /// multiples). If an upload fails, the set stays as it was.
+    fn keep_more(
+        &self,
+        params: &Parameters<Bls12>,
+        r: Arc<ResidentParams>,
+        plan: ResidentQueries,
+    ) -> Result<Arc<ResidentParams>> {
+        // Held by nobody else (the caller checked under the cache's lock).
+        let mut r = match Arc::try_unwrap(r) {
+            Ok(r) => r,
+            Err(r) => return Ok(r),
+        };
+        let added = ResidentQueries {
+            h: plan.h && !r.kept.h,
+            l: plan.l && !r.kept.l,
+            a: plan.a && !r.kept.a,
+            b_g1: plan.b_g1 && !r.kept.b_g1,
+            b_g2: plan.b_g2 && !r.kept.b_g2,
+        };
+        let _s = tracing::info_span!("upload_params", more = %added).entered();
+        let gpu = &self.gpu;
+        fn add<A: MsmAffine>(
+            gpu: &Arc<Gpu>,
+            slot: &mut Option<DeviceBases<A>>,
+            bytes: &mut u64,
+            add: bool,
+            bases: &[A],
+        ) -> Result<()> {
+            if add && slot.is_none() {
+                let d = DeviceBases::upload(gpu, bases)?;
+                *bytes += d.device_bytes();
+                *slot = Some(d);
+            }
+            Ok(())
+        }
+        let mut bytes = r.bytes;
+        let outcome = add(gpu, &mut r.h, &mut bytes, added.h, &params.h)
+            .and_then(|()| add(gpu, &mut r.l, &mut bytes, added.l, &params.l))
+            .and_then(|()| add(gpu, &mut r.a, &mut bytes, added.a, &params.a))
+            .and_then(|()| add(gpu, &mut r.b_g1, &mut bytes, added.b_g1, &params.b_g1))
+            .and_then(|()| add(gpu, &mut r.b_g2, &mut bytes, added.b_g2, &params.b_g2));
+        // What was uploaded stays counted, whether or not all of it came.
+        r.bytes = bytes;
+        r.kept = ResidentQueries {
+            h: r.h.is_some(),
+            l: r.l.is_some(),
+            a: r.a.is_some(),
+            b_g1: r.b_g1.is_some(),
+            b_g2: r.b_g2.is_some(),
+        };
+        match outcome {
+            Ok(()) => tracing::info!(
+                gpu = gpu.ordinal(),
+                bytes,
+                kept = %r.kept,
+                "room opened up on the device: the parameter set kept in part now keeps its \
+                 queries {}",
+                r.kept
+            ),
+            Err(e) => tracing::warn!(
+                gpu = gpu.ordinal(),
+                kept = %r.kept,
+                "keeping more queries of the parameter set failed, they stay streamed: {e}"
+            ),
+        }
+        Ok(Arc::new(r))
+    }
+
     /// The page-locked host queries of a set whose queries outside `kept`
     /// stream in this kernel region: those queries registered with the
     /// driver now if needed (once per set, cached while it lives), the kept
@@ -555,6 +649,40 @@ impl GpuProver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_kept_in_part_adds_the_queries_that_fit_in_order() {
+        use cuzk_synth::circuits::CircuitSpec;
+        let spec: CircuitSpec = "porep:10".parse().unwrap();
+        let pce = Pce::record(spec.build(0)).unwrap();
+        let p = crate::fake::fake_params(&pce, 1);
+        let size = |q| query_device_bytes(&p, q);
+        let a = ResidentQueries::NONE.with(Query::A);
+        // No room: as it was.
+        assert_eq!(more_queries_plan(&p, a, 0), a);
+        // Room for L (next in AUTO_ORDER): A and L.
+        assert_eq!(more_queries_plan(&p, a, size(Query::L)), a.with(Query::L));
+        // A and L kept, room for H alone: H added.
+        let l_and_a = a.with(Query::L);
+        assert_eq!(
+            more_queries_plan(&p, l_and_a, size(Query::H)),
+            l_and_a.with(Query::H)
+        );
+        // Room for all: all; a set whole stays whole.
+        let all: u64 = Query::ALL.iter().map(|&q| size(q)).sum();
+        assert_eq!(more_queries_plan(&p, a, all), ResidentQueries::ALL);
+        assert_eq!(
+            more_queries_plan(&p, ResidentQueries::ALL, all),
+            ResidentQueries::ALL
+        );
+        // From nothing, it is the plan of a set loaded now.
+        for room in [0, size(Query::A), all / 2, all] {
+            assert_eq!(
+                more_queries_plan(&p, ResidentQueries::NONE, room),
+                partial_plan(&p, room)
+            );
+        }
+    }
 
     #[test]
     fn only_streamed_queries_are_registered_and_more_as_more_stream() {

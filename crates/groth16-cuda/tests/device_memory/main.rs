@@ -7,6 +7,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 mod gpu_evict;
+mod gpu_grow;
 mod gpu_memory_limit;
 
 /// Held by each test for its whole run: no other test of this executable
