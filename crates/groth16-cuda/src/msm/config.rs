@@ -48,7 +48,9 @@ pub struct MsmConfig {
     /// one (`msm_scatter_b<B>`); other values are rounded down to one of
     /// these. Profiled on an H200 the serial scatter's warps wait on their
     /// atomics three quarters of the time (shared/profiles, 2^22), and on
-    /// an H100 it was 22.8 of a G1 2^24 MSM's 133 ms.
+    /// an H100 it was 22.8 of a G1 2^24 MSM's 133 ms. The default stays 1
+    /// until the batched kernels have passed `gpu_msm` and been timed
+    /// beside it (`MSM_BENCH_SCATTER=1,4,8,16 msm_bench`).
     pub scatter_batch: u32,
 }
 
@@ -62,7 +64,7 @@ impl Default for MsmConfig {
             max_bucket_bytes: 8 << 30,
             profile: false,
             merge_fan_log2: 1,
-            scatter_batch: 8,
+            scatter_batch: 1,
         }
     }
 }

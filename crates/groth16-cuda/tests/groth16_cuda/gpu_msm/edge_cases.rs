@@ -104,7 +104,7 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
         // The scatter: serial, and batches that end inside the windows
         // (2 bits: 128 windows), across several passes (w0 > 0).
         MsmConfig {
-            scatter_batch: 1,
+            scatter_batch: 8,
             ..MsmConfig::default()
         },
         MsmConfig {

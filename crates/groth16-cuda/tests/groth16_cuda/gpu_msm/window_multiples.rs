@@ -106,9 +106,9 @@ where
                 merge_fan_log2: 4,
                 ..MsmConfig::default()
             },
-            // The serial scatter and a batch of 4, over passes.
+            // Batched scatters (8, and 4 over passes).
             MsmConfig {
-                scatter_batch: 1,
+                scatter_batch: 8,
                 ..MsmConfig::default()
             },
             MsmConfig {
