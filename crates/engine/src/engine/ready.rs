@@ -111,24 +111,11 @@ impl Ready {
     }
 
     /// Counts a partition of `priority` (until the slot is dropped) if
-    /// fewer than `ahead` of its class and above are counted. A witness
-    /// that started on a claim (`claimed`; the caller drops the claim once
-    /// counted) needs only that; one that did not also leaves room for the
-    /// claims of its class and above, so it never takes the place a
-    /// claimant started on (a claimant has no copy of its circuit and
-    /// cannot yield while it waits).
-    pub(crate) fn try_reserve(
-        self: &Arc<Self>,
-        priority: Priority,
-        claimed: bool,
-    ) -> Option<ReadySlot> {
+    /// fewer than `ahead` of its class and above are counted.
+    pub(crate) fn try_reserve(self: &Arc<Self>, priority: Priority) -> Option<ReadySlot> {
         let mut counts = self.lock();
         let c = class(priority);
-        let mut taken = counts.counted[c..].iter().sum::<usize>();
-        if !claimed {
-            taken += counts.starting[c..].iter().sum::<usize>();
-        }
-        if taken >= self.ahead {
+        if counts.counted[c..].iter().sum::<usize>() >= self.ahead {
             return None;
         }
         counts.counted[c] += 1;
@@ -252,8 +239,7 @@ impl Pacer for Pacing {
             // A second gate in the same witness: already counted.
             return true;
         }
-        let claimed = self.claim.borrow().is_some();
-        match self.ready.try_reserve(self.job.priority, claimed) {
+        match self.ready.try_reserve(self.job.priority) {
             Some(slot) => {
                 *self.slot.borrow_mut() = Some(slot);
                 self.claim.borrow_mut().take();
@@ -283,59 +269,27 @@ mod tests {
     #[test]
     fn room_counts_the_same_class_and_those_above() {
         let ready = Arc::new(Ready::new(2));
-        let a = ready.try_reserve(Priority::Normal, false).unwrap();
-        let b = ready.try_reserve(Priority::Normal, false).unwrap();
+        let a = ready.try_reserve(Priority::Normal).unwrap();
+        let b = ready.try_reserve(Priority::Normal).unwrap();
         assert_eq!(ready.total(), 2);
         // Two NORMAL partitions counted: NORMAL and LOW wait, HIGH and
         // CRITICAL do not.
-        assert!(ready.try_reserve(Priority::Normal, false).is_none());
-        assert!(ready.try_reserve(Priority::Low, false).is_none());
+        assert!(ready.try_reserve(Priority::Normal).is_none());
+        assert!(ready.try_reserve(Priority::Low).is_none());
         assert!(!ready.has_room(Priority::Normal) && !ready.has_room(Priority::Low));
         assert!(ready.has_room(Priority::High));
-        let c = ready.try_reserve(Priority::Critical, false).unwrap();
-        let d = ready.try_reserve(Priority::High, false).unwrap();
+        let c = ready.try_reserve(Priority::Critical).unwrap();
+        let d = ready.try_reserve(Priority::High).unwrap();
         assert_eq!(ready.total(), 4);
         // One HIGH and one CRITICAL: HIGH is full, CRITICAL has room.
-        assert!(ready.try_reserve(Priority::High, false).is_none());
-        let e = ready.try_reserve(Priority::Critical, false).unwrap();
-        assert!(ready.try_reserve(Priority::Critical, false).is_none());
+        assert!(ready.try_reserve(Priority::High).is_none());
+        let e = ready.try_reserve(Priority::Critical).unwrap();
+        assert!(ready.try_reserve(Priority::Critical).is_none());
         drop((c, d, e));
-        assert!(ready.try_reserve(Priority::Normal, false).is_none());
+        assert!(ready.try_reserve(Priority::Normal).is_none());
         drop(a);
-        let a = ready.try_reserve(Priority::Normal, false).unwrap();
+        let a = ready.try_reserve(Priority::Normal).unwrap();
         drop((a, b));
-        assert_eq!(ready.total(), 0);
-    }
-
-    /// A witness that started without a claim does not take the place of
-    /// one that started on a claim: with room for two and two claims out,
-    /// it waits while the claimants take their slots; a claim of a lower
-    /// class does not hold a higher class back.
-    #[test]
-    fn unclaimed_witnesses_leave_the_claimed_places() {
-        let ready = Arc::new(Ready::new(2));
-        let a = ready.claim_start(Priority::Normal).unwrap();
-        let b = ready.claim_start(Priority::Normal).unwrap();
-        // A third witness (no claim: it works on a copy) finds no room,
-        // although nothing is counted yet.
-        assert_eq!(ready.total(), 0);
-        assert!(ready.try_reserve(Priority::Normal, false).is_none());
-        assert!(ready.try_reserve(Priority::Low, false).is_none());
-        // A HIGH one does not see NORMAL claims.
-        let high = ready.try_reserve(Priority::High, false).unwrap();
-        // The claimants take their slots on the room that is counted: one
-        // fits beside the HIGH partition, the other waits for room.
-        let sa = ready.try_reserve(Priority::Normal, true).unwrap();
-        drop(a);
-        assert!(ready.try_reserve(Priority::Normal, true).is_none());
-        drop(high);
-        let sb = ready.try_reserve(Priority::Normal, true).unwrap();
-        drop(b);
-        assert!(ready.try_reserve(Priority::Normal, false).is_none());
-        drop(sa);
-        // The claims are gone: an unclaimed witness takes the room now.
-        let c = ready.try_reserve(Priority::Normal, false).unwrap();
-        drop((sb, c));
         assert_eq!(ready.total(), 0);
     }
 
@@ -354,7 +308,7 @@ mod tests {
         let high = ready.claim_start(Priority::High).unwrap();
         assert_eq!(ready.total(), 0, "claims are not counted partitions");
         // a takes its slot (Pacing drops the claim then): still full.
-        let slot = ready.try_reserve(Priority::Normal, true).unwrap();
+        let slot = ready.try_reserve(Priority::Normal).unwrap();
         drop(a);
         assert!(ready.claim_start(Priority::Normal).is_none());
         // b ends without taking one: its place is free again once the
