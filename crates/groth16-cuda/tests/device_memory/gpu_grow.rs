@@ -35,7 +35,9 @@ fn a_set_kept_in_part_takes_more_queries_once_room_opens() {
     let Some(_) = gpu_or_skip("a_set_kept_in_part_takes_more_queries_once_room_opens") else {
         return;
     };
-    let spec: CircuitSpec = "porep:16".parse().unwrap();
+    // Large enough that a card can hold part of the set beside the 256 MiB
+    // a set kept in part leaves for its streamed plan (about 600 MB here).
+    let spec: CircuitSpec = "porep:20".parse().unwrap();
     let pce = Pce::record(spec.build(0)).unwrap();
     let params = cuzk_groth16_cuda::fake::fake_params(&pce, 5);
     let witness = Witness::synthesize(spec.build(2)).unwrap();
@@ -56,35 +58,45 @@ fn a_set_kept_in_part_takes_more_queries_once_room_opens() {
         assert_eq!(resident_queries(&stages).len(), 5, "{stages:?}");
         bytes(&p.proof)
     };
-    // Cards with more and more room over what is held now, each with a new
-    // prover, until one keeps the set in part.
-    let mut found = None;
-    for extra_mib in (8..=1024).step_by(8) {
+    // A new prover on a card with `extra_mib` over what is held now: its
+    // first proof's resident queries (none where it does not fit at all),
+    // and the prover, kept on that card.
+    let try_card = |extra_mib: u64| {
         let prover = GpuProver::with_options(0, options).unwrap();
         let gpu = Arc::clone(prover.gpu());
+        gpu.set_memory_limit(None).unwrap();
         gpu.synchronize_device().unwrap();
         let (free, total) = gpu.mem_info().unwrap();
         gpu.set_memory_limit(Some(total - free + extra_mib * MIB))
             .unwrap();
-        let Ok(p) = prover.prove(input, &params, r, s) else {
-            gpu.set_memory_limit(None).unwrap();
-            continue;
+        let kept = match prover.prove(input, &params, r, s) {
+            Ok(p) => {
+                let stages: Vec<&str> = p.timings.0.iter().map(|(s, _)| *s).collect();
+                assert_eq!(bytes(&p.proof), expected, "{stages:?}");
+                resident_queries(&stages)
+            }
+            Err(_) => Vec::new(),
         };
-        let stages: Vec<&str> = p.timings.0.iter().map(|(s, _)| *s).collect();
-        let kept = resident_queries(&stages);
-        if kept.len() == 5 {
-            gpu.set_memory_limit(None).unwrap();
-            break;
+        (prover, kept)
+    };
+    // The smallest card (to 16 MiB) that keeps any query: more room never
+    // keeps fewer, and the first query kept (A, about a sixth of the set)
+    // leaves others out.
+    let (mut lo, mut hi) = (0u64, 32 << 10);
+    assert_eq!(try_card(hi).1.len(), 5, "a card 32 GiB over keeps the set");
+    while hi - lo > 16 {
+        let mid = (lo + hi) / 2;
+        if try_card(mid).1.is_empty() {
+            lo = mid;
+        } else {
+            hi = mid;
         }
-        assert_eq!(bytes(&p.proof), expected, "{kept:?} resident");
-        if !kept.is_empty() {
-            found = Some((prover, kept));
-            break;
-        }
-        gpu.set_memory_limit(None).unwrap();
     }
-    let (prover, kept) =
-        found.expect("some card between 8 MiB and 1 GiB over keeps the set in part");
+    let (prover, kept) = try_card(hi);
+    assert!(
+        !kept.is_empty() && kept.len() < 5,
+        "the smallest card keeping a query ({hi} MiB over) keeps {kept:?}"
+    );
     let held = prover.held_device_bytes();
     // The same card: the set stays as it is.
     let p = prover.prove(input, &params, r, s).unwrap();

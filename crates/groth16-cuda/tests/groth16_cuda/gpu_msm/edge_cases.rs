@@ -101,8 +101,9 @@ fn edge_cases<A: TestCurve>(seed: u64) -> Result<()> {
             window_bits: Some(21),
             ..MsmConfig::default()
         },
-        // The scatter: serial, and batches that end inside the windows
-        // (2 bits: 128 windows), across several passes (w0 > 0).
+        // The batched scatter (the default is the serial one): batches
+        // that end inside the windows (2 bits: 128 windows), across
+        // several passes (w0 > 0).
         MsmConfig {
             scatter_batch: 8,
             ..MsmConfig::default()
