@@ -371,6 +371,12 @@ impl GpuProver {
         params: &Parameters<Bls12>,
         pce: &Pce,
     ) -> Result<Option<Arc<ResidentParams>>> {
+        // Page-locked queries of sets dropped since let go first: their
+        // registrations hold the streamed queries, and a set kept in part
+        // is not seen as dropped while they do.
+        drop(take_pinned_orphans(
+            &mut *self.pinned.lock().map_err(|_| poisoned())?,
+        ));
         let mut cache = self.params.lock().map_err(|_| poisoned())?;
         // Copies of sets dropped since (an evicted set reloaded is a new
         // set): freed before anything is measured or uploaded, so a reload
@@ -404,6 +410,13 @@ impl GpuProver {
                     let r = cache.swap_remove(i);
                     let grown = self.keep_more(params, r, plan)?;
                     cache.push(grown.clone());
+                    if grown.kept == ResidentQueries::ALL {
+                        // Nothing of it streams any more: its host queries
+                        // are unlocked (no streamer holds them between
+                        // kernel regions). Lock order: params, then pinned.
+                        let mut pinned = self.pinned.lock().map_err(|_| poisoned())?;
+                        pinned.retain(|p| !(p.is(params) && Arc::strong_count(p) == 1));
+                    }
                     return Ok(Some(grown));
                 }
             }
