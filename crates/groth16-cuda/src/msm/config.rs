@@ -48,9 +48,15 @@ pub struct MsmConfig {
     /// one (`msm_scatter_b<B>`); other values are rounded down to one of
     /// these. Profiled on an H200 the serial scatter's warps wait on their
     /// atomics three quarters of the time (shared/profiles, 2^22), and on
-    /// an H100 it was 22.8 of a G1 2^24 MSM's 133 ms. The default stays 1
-    /// until the batched kernels have passed `gpu_msm` and been timed
-    /// beside it (`MSM_BENCH_SCATTER=1,4,8,16 msm_bench`).
+    /// an H100 it was 22.8 of a G1 2^24 MSM's 133 ms. Yet the batches gain
+    /// nothing: on an H100 (bench-data/msm/2026-12-07-a04503e-scatter-
+    /// batch-h100.json, every sum equal) the scatter phase took 23.0 ms
+    /// serial against 23.6-23.7 ms batched (G1 2^24 random; Filecoin-shaped
+    /// 7.52 against 7.55; with window multiples 15.38 against 15.39-15.53;
+    /// G2 2^22 4.31 against 4.49-4.58), the whole MSM 133.3 against
+    /// 133.8-133.9 ms: the scatter is bound by the atomics' and random
+    /// stores' traffic, not by each thread's wait. The serial kernel stays
+    /// the default; the batched ones remain for measurement.
     pub scatter_batch: u32,
 }
 
