@@ -45,7 +45,12 @@ fn accumulate_variants() -> Result<Vec<Accumulate>> {
 /// The bucket reduction's merge fans to time (MSM_BENCH_MERGE_FAN, comma-
 /// separated log2 values; unset: none).
 pub(crate) fn merge_fans() -> Result<Vec<u32>> {
-    let Ok(list) = std::env::var("MSM_BENCH_MERGE_FAN") else {
+    env_numbers("MSM_BENCH_MERGE_FAN", "a log2 fan")
+}
+
+/// The comma-separated numbers of environment variable `var` (unset: none).
+fn env_numbers(var: &str, what: &str) -> Result<Vec<u32>> {
+    let Ok(list) = std::env::var(var) else {
         return Ok(Vec::new());
     };
     list.split(',')
@@ -53,7 +58,7 @@ pub(crate) fn merge_fans() -> Result<Vec<u32>> {
         .map(|v| {
             v.trim()
                 .parse()
-                .with_context(|| format!("MSM_BENCH_MERGE_FAN: {v:?} is not a log2 fan"))
+                .with_context(|| format!("{var}: {v:?} is not {what}"))
         })
         .collect()
 }
@@ -172,17 +177,7 @@ pub(crate) fn pick_accumulate<A: BenchCurve>(
 /// The scatter batches to time (MSM_BENCH_SCATTER, comma-separated
 /// `MsmConfig::scatter_batch` values; unset: none).
 pub(crate) fn scatter_batches() -> Result<Vec<u32>> {
-    let Ok(list) = std::env::var("MSM_BENCH_SCATTER") else {
-        return Ok(Vec::new());
-    };
-    list.split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|v| {
-            v.trim()
-                .parse()
-                .with_context(|| format!("MSM_BENCH_SCATTER: {v:?} is not a batch size"))
-        })
-        .collect()
+    env_numbers("MSM_BENCH_SCATTER", "a batch size")
 }
 
 /// Times each scatter batch on 2^lg scalars of `kind` (`what` names the

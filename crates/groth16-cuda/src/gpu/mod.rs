@@ -29,6 +29,7 @@
 mod memory;
 mod options;
 mod param_sets;
+mod pinned_queries;
 mod shapes;
 mod stages;
 mod upload;
@@ -55,7 +56,8 @@ use crate::spmv::{DevicePce, GpuSpmv};
 use crate::streamed::StreamedShape;
 use crate::{Bls12, Groth16Error, Result};
 use memory::staged_bytes;
-use param_sets::{PinnedQueries, ResidentParams, WeakQueries, take_orphans, take_pinned_orphans};
+use param_sets::{ResidentParams, WeakQueries, take_orphans};
+use pinned_queries::{PinnedQueries, take_pinned_orphans};
 use shapes::ShapeDensities;
 
 /// The CUDA prover of one GPU.
